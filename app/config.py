@@ -1,0 +1,220 @@
+"""Sharpen's settings: typed, with defaults, read from config.toml and validated key by key.
+
+Every setting is a field of a section dataclass below; its metadata carries the help text and the
+check. The registry of dotted keys ("ar.n_ctx") is derived from these dataclasses, so adding a setting
+is one line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from app.atomic import write_atomic
+
+Check = Callable[[Any], str | None]
+
+
+class ConfigError(Exception):
+    """A config file or value Sharpen cannot use. The message names the file and the key."""
+
+
+def at_least(low: float) -> Check:
+    return lambda v: None if v >= low else f"must be at least {low}"
+
+
+def between(low: float, high: float) -> Check:
+    return lambda v: None if low <= v <= high else f"must be between {low} and {high}"
+
+
+def not_empty(v: Any) -> str | None:
+    return None if str(v).strip() else "must not be empty"
+
+
+def setting(default: Any, help: str, check: Check | None = None) -> Any:
+    return field(default=default, metadata={"help": help, "check": check})
+
+
+@dataclass(frozen=True)
+class ModelsSection:
+    complete: str = setting(
+        "smollm2-135m-instruct",
+        "model for autocomplete and short instructions: a catalogue name or a .gguf path",
+        not_empty,
+    )
+
+
+@dataclass(frozen=True)
+class ArSection:
+    n_ctx: int = setting(2048, "context length of the autocomplete engine, in tokens", at_least(256))
+    n_threads: int = setting(0, "CPU threads for llama.cpp; 0 uses every available core", at_least(0))
+    n_batch: int = setting(512, "prompt tokens evaluated per llama.cpp batch", at_least(1))
+    n_gpu_layers: int = setting(
+        -1, "layers offloaded to the GPU where the build supports it; -1 all, 0 none", at_least(-1)
+    )
+
+
+@dataclass(frozen=True)
+class CompleteSection:
+    max_tokens: int = setting(32, "longest completion, in tokens", between(1, 4096))
+    temperature: float = setting(0.0, "sampling temperature for completions; 0 is greedy", between(0.0, 2.0))
+
+
+@dataclass(frozen=True)
+class ChatSection:
+    max_tokens: int = setting(256, "longest reply to an instruction, in tokens", between(1, 8192))
+    temperature: float = setting(0.0, "sampling temperature for instructions; 0 is greedy", between(0.0, 2.0))
+
+
+@dataclass(frozen=True)
+class Config:
+    models: ModelsSection = field(default_factory=ModelsSection)
+    ar: ArSection = field(default_factory=ArSection)
+    complete: CompleteSection = field(default_factory=CompleteSection)
+    chat: ChatSection = field(default_factory=ChatSection)
+
+
+_TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "bool": bool}
+
+
+@dataclass(frozen=True)
+class SettingSpec:
+    key: str
+    type: type
+    default: Any
+    help: str
+    check: Check | None
+
+
+def settings_registry() -> dict[str, SettingSpec]:
+    registry: dict[str, SettingSpec] = {}
+    for section in dataclasses.fields(Config):
+        section_cls = section.default_factory  # type: ignore[misc]
+        for item in dataclasses.fields(section_cls):  # type: ignore[arg-type]
+            key = f"{section.name}.{item.name}"
+            registry[key] = SettingSpec(
+                key, _TYPES[str(item.type)], item.default, item.metadata["help"], item.metadata["check"]
+            )
+    return registry
+
+
+def _validate(spec: SettingSpec, value: Any, where: str) -> Any:
+    expected = spec.type
+    if expected is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, expected) or (expected is not bool and isinstance(value, bool)):
+        raise ConfigError(f"{where}: {spec.key} must be {_type_name(expected)}, got {value!r}")
+    if spec.check is not None:
+        problem = spec.check(value)
+        if problem:
+            raise ConfigError(f"{where}: {spec.key} {problem}, got {value!r}")
+    return value
+
+
+def _type_name(kind: type) -> str:
+    return {int: "a whole number", float: "a number", str: "a string", bool: "true or false"}[kind]
+
+
+def parse_value(spec: SettingSpec, text: str, where: str) -> Any:
+    """Turn a command-line string into a setting's value."""
+    try:
+        if spec.type is bool:
+            lowered = text.strip().lower()
+            if lowered not in {"true", "false", "on", "off", "yes", "no", "1", "0"}:
+                raise ValueError(text)
+            value: Any = lowered in {"true", "on", "yes", "1"}
+        else:
+            value = spec.type(text)
+    except ValueError:
+        raise ConfigError(f"{where}: {spec.key} must be {_type_name(spec.type)}, got {text!r}") from None
+    return _validate(spec, value, where)
+
+
+def _flatten(raw: dict[str, Any], where: str) -> dict[str, Any]:
+    registry = settings_registry()
+    flat: dict[str, Any] = {}
+    for section, table in raw.items():
+        if not isinstance(table, dict):
+            raise ConfigError(f"{where}: {section!r} must be a [section] table; known sections: {_sections(registry)}")
+        for name, value in table.items():
+            key = f"{section}.{name}"
+            spec = registry.get(key)
+            if spec is None:
+                raise ConfigError(f"{where}: unknown key {key!r}; run `sharpen config show` to list the known keys")
+            flat[key] = _validate(spec, value, where)
+    return flat
+
+
+def _sections(registry: dict[str, SettingSpec]) -> str:
+    return ", ".join(sorted({k.split(".")[0] for k in registry}))
+
+
+def config_from_flat(flat: dict[str, Any]) -> Config:
+    by_section: dict[str, dict[str, Any]] = {}
+    for key, value in flat.items():
+        section, name = key.split(".", 1)
+        by_section.setdefault(section, {})[name] = value
+    sections = {f.name: f.default_factory(**by_section.get(f.name, {})) for f in dataclasses.fields(Config)}  # type: ignore[misc]
+    return Config(**sections)
+
+
+def config_to_flat(config: Config) -> dict[str, Any]:
+    return {
+        f"{section}.{name}": value
+        for section, table in dataclasses.asdict(config).items()
+        for name, value in table.items()
+    }
+
+
+def read_raw(path: Path) -> dict[str, Any]:
+    """The TOML tables as written in the file (empty if there is no file)."""
+    try:
+        data = path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read the config file ({error.strerror})") from None
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{path}: not valid TOML ({error}); fix or delete the file") from None
+
+
+def load_config(path: Path) -> Config:
+    return config_from_flat(_flatten(read_raw(path), str(path)))
+
+
+def set_value(path: Path, key: str, text: str) -> Any:
+    """Validate `text` for `key` and write it into the config file atomically. Returns the stored value."""
+    registry = settings_registry()
+    spec = registry.get(key)
+    if spec is None:
+        raise ConfigError(f"unknown key {key!r}; known keys: {', '.join(sorted(registry))}")
+    raw = read_raw(path)
+    _flatten(raw, str(path))  # refuse to rewrite a file that is already invalid
+    value = parse_value(spec, text, str(path))
+    section, name = key.split(".", 1)
+    raw.setdefault(section, {})[name] = value
+    save_raw(path, raw)
+    return value
+
+
+def save_raw(path: Path, raw: dict[str, Any]) -> None:
+    try:
+        write_atomic(path, tomli_w.dumps(raw).encode("utf-8"))
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise ConfigError(
+            f"{path}: cannot write the config file ({reason}). Make its folder writable, "
+            f"or set SHARPEN_HOME to a writable folder"
+        ) from None
+
+
+def render_config(config: Config) -> str:
+    return tomli_w.dumps(dataclasses.asdict(config))

@@ -1,0 +1,1 @@
+"""Engines turn a generation request into a stream of events."""

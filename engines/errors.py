@@ -1,0 +1,32 @@
+"""Typed engine errors. `str(error)` is a complete message for the user."""
+
+from __future__ import annotations
+
+
+class EngineError(Exception):
+    pass
+
+
+class ModelLoadError(EngineError):
+    """llama.cpp (or another backend) refused a model file that looked well-formed."""
+
+
+class EmptyPromptError(EngineError, ValueError):
+    def __init__(self) -> None:
+        super().__init__("the prompt is empty: give some text to continue")
+
+
+class PromptTooLongError(EngineError, ValueError):
+    def __init__(self, prompt_tokens: int, max_tokens: int, context_length: int) -> None:
+        self.prompt_tokens = prompt_tokens
+        self.max_tokens = max_tokens
+        self.context_length = context_length
+        super().__init__(
+            f"the prompt is {prompt_tokens} tokens; with {max_tokens} tokens to generate it needs "
+            f"{prompt_tokens + max_tokens}, more than the context of {context_length}. Shorten the prompt, "
+            f"ask for fewer tokens, or raise ar.n_ctx (`sharpen config set ar.n_ctx N`)"
+        )
+
+
+class InvalidRequestError(EngineError, ValueError):
+    pass

@@ -1,0 +1,327 @@
+"""The llama.cpp autoregressive engine: ghost-text completion, fill-in-the-middle and short chat replies."""
+
+from __future__ import annotations
+
+import codecs
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import llama_cpp
+from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+from engines import llama_log
+from engines.cancel import NEVER_CANCELLED, CancelToken
+from engines.errors import EmptyPromptError, InvalidRequestError, ModelLoadError, PromptTooLongError
+from engines.events import Done, EngineInfo, Event, FinishReason, GenerationStats, Token
+from models.errors import UnsupportedModel
+from models.gguf_info import GGUFInfo, inspect_gguf
+
+TrimPolicy = Literal["left", "error"]
+
+# When a prompt must be cut from the left, the cut moves in steps of this many tokens, so successive
+# calls on a growing document keep the same first token and the KV cache stays reusable.
+TRIM_STEP = 64
+
+
+@dataclass(frozen=True)
+class LlamaSettings:
+    n_ctx: int = 2048
+    n_threads: int = 0  # 0: one per available core
+    n_batch: int = 512
+    n_gpu_layers: int = -1  # -1: every layer, where this llama.cpp build can offload at all
+    seed: int = 0
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def trim_left(tokens: Sequence[int], budget: int, keep_first: int = 0) -> tuple[list[int], int]:
+    """Cut tokens from the left (after the first `keep_first`) until at most `budget` remain.
+
+    The cut is rounded up to a multiple of TRIM_STEP so that it stays put while the text grows.
+    Returns the kept tokens and how many were cut.
+    """
+    excess = len(tokens) - budget
+    if excess <= 0:
+        return list(tokens), 0
+    cut = -(-excess // TRIM_STEP) * TRIM_STEP
+    cut = min(cut, len(tokens) - keep_first - 1)
+    return list(tokens[:keep_first]) + list(tokens[keep_first + cut :]), cut
+
+
+class _StopScanner:
+    """Finds stop strings in streamed text and holds back text that might be the start of one."""
+
+    def __init__(self, stop: Sequence[str]) -> None:
+        self.stop = [s for s in stop if s]
+        self.text = ""
+        self.emitted = 0
+
+    def feed(self, piece: str) -> tuple[str, bool]:
+        """Add a piece; return the text that is now safe to show and whether a stop string was hit."""
+        self.text += piece
+        hits = [i for i in (self.text.find(s) for s in self.stop) if i >= 0]
+        if hits:
+            self.text = self.text[: min(hits)]
+            return self._release(len(self.text)), True
+        held = max((self._partial(s) for s in self.stop), default=0)
+        return self._release(len(self.text) - held), False
+
+    def flush(self) -> str:
+        return self._release(len(self.text))
+
+    def _partial(self, stop: str) -> int:
+        for n in range(min(len(stop) - 1, len(self.text)), 0, -1):
+            if self.text.endswith(stop[:n]):
+                return n
+        return 0
+
+    def _release(self, upto: int) -> str:
+        upto = max(upto, self.emitted)
+        out = self.text[self.emitted : upto]
+        self.emitted = upto
+        return out
+
+
+class LlamaAREngine:
+    """One llama.cpp context over one GGUF model, safe to share between threads (calls are serialised)."""
+
+    backend = "llama.cpp"
+
+    def __init__(self, model_path: Path, model_name: str | None = None, settings: LlamaSettings | None = None):
+        self.settings = settings or LlamaSettings()
+        self.model_path = Path(model_path)
+        self.model_name = model_name or self.model_path.name
+        self.gguf: GGUFInfo = inspect_gguf(self.model_path)
+        if self.gguf.is_diffusion:
+            raise UnsupportedModel(
+                self.model_path,
+                f"is a diffusion model ({self.gguf.architecture}); autocomplete needs an autoregressive model",
+                "Use it for drafts, and pick a model with role 'complete' for autocomplete.",
+            )
+        self._lock = threading.Lock()
+        self._llama = self._load()
+        self._vocab = self._llama._model.vocab
+
+    def _load(self) -> llama_cpp.Llama:
+        settings = self.settings
+        n_ctx = settings.n_ctx
+        if self.gguf.context_length:
+            n_ctx = min(n_ctx, self.gguf.context_length)
+        threads = settings.n_threads or available_cores()
+        gpu_layers = settings.n_gpu_layers if llama_cpp.llama_supports_gpu_offload() else 0
+        llama_log.install()
+        llama_log.clear()
+        try:
+            return llama_cpp.Llama(
+                model_path=str(self.model_path),
+                n_ctx=n_ctx,
+                n_batch=min(settings.n_batch, n_ctx),
+                n_threads=threads,
+                n_threads_batch=threads,
+                n_gpu_layers=gpu_layers,
+                seed=settings.seed,
+                verbose=False,
+            )
+        except (ValueError, RuntimeError, OSError) as error:
+            reasons = "; ".join(llama_log.recent_problems()[-3:]) or str(error)
+            raise ModelLoadError(
+                f"{self.model_path}: llama.cpp could not load this {self.gguf.architecture!r} model "
+                f"({reasons}). Check that the file is a model this llama.cpp build supports, "
+                f"or pick another with `sharpen config set models.complete NAME`"
+            ) from error
+
+    @property
+    def context_length(self) -> int:
+        # llama.cpp may round the context up; llama-cpp-python's token buffer keeps the size asked for.
+        return min(self._llama.n_ctx(), len(self._llama.input_ids))
+
+    def info(self) -> EngineInfo:
+        offload = llama_cpp.llama_supports_gpu_offload() and self.settings.n_gpu_layers != 0
+        return EngineInfo(
+            name="llama-ar",
+            model=self.model_name,
+            model_path=str(self.model_path),
+            backend=self.backend,
+            device="gpu" if offload else "cpu",
+            context_length=self.context_length,
+        )
+
+    # ----- prompts -------------------------------------------------------------------------------
+
+    def tokenize(self, text: str, *, add_bos: bool = True, special: bool = False) -> list[int]:
+        return self._llama.tokenize(text.encode("utf-8"), add_bos=add_bos, special=special)
+
+    def detokenize(self, tokens: Sequence[int], *, special: bool = False) -> str:
+        return self._llama.detokenize(list(tokens), special=special).decode("utf-8", errors="replace")
+
+    def completion_prompt(
+        self, prefix: str, suffix: str | None, max_tokens: int, trim: TrimPolicy = "left"
+    ) -> tuple[list[int], int]:
+        """Tokens for a continuation (or fill-in-the-middle where the model declares FIM tokens).
+
+        Returns the tokens and how many prefix tokens were trimmed to fit the context.
+        """
+        self._check_max_tokens(max_tokens)
+        budget = self.context_length - max_tokens
+        fim = self.gguf.fim
+        if fim is not None and suffix:
+            prefix_tokens = self.tokenize(prefix, add_bos=False)
+            suffix_tokens = self.tokenize(suffix, add_bos=False)
+            # The text nearest the cursor matters most: keep the start of the suffix, the end of the prefix.
+            suffix_tokens = suffix_tokens[: max(0, budget // 4)]
+            prefix_budget = budget - len(suffix_tokens) - 3
+            if trim == "error" and len(prefix_tokens) > prefix_budget:
+                raise PromptTooLongError(len(prefix_tokens) + len(suffix_tokens) + 3, max_tokens, self.context_length)
+            prefix_tokens, trimmed = trim_left(prefix_tokens, prefix_budget)
+            return [fim.prefix, *prefix_tokens, fim.suffix, *suffix_tokens, fim.middle], trimmed
+        tokens = self.tokenize(prefix)
+        if len(tokens) > budget and trim == "error":
+            raise PromptTooLongError(len(tokens), max_tokens, self.context_length)
+        has_bos = bool(tokens) and tokens[0] == self.gguf.bos_token_id and self._adds_bos()
+        return trim_left(tokens, budget, keep_first=1 if has_bos else 0)
+
+    def chat_prompt(self, instruction: str, max_tokens: int) -> list[int]:
+        template = self.gguf.chat_template
+        if template is None:
+            raise InvalidRequestError(f"{self.model_path.name} has no chat template, so it cannot follow instructions")
+        formatter = Jinja2ChatFormatter(
+            template=template,
+            eos_token=self._token_text(self.gguf.eos_token_id),
+            bos_token=self._token_text(self.gguf.bos_token_id),
+        )
+        rendered = formatter(messages=[{"role": "user", "content": instruction}])
+        tokens = self.tokenize(rendered.prompt, add_bos=not rendered.added_special, special=True)
+        self._check_max_tokens(max_tokens)
+        if len(tokens) + max_tokens > self.context_length:
+            raise PromptTooLongError(len(tokens), max_tokens, self.context_length)
+        return tokens
+
+    def _adds_bos(self) -> bool:
+        return bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
+
+    def _token_text(self, token_id: int | None) -> str:
+        if token_id is None:
+            return ""
+        return self._llama._model.token_get_text(token_id)
+
+    def _check_max_tokens(self, max_tokens: int) -> None:
+        if max_tokens < 1:
+            raise InvalidRequestError(f"max_tokens must be at least 1, got {max_tokens}")
+        if max_tokens >= self.context_length:
+            raise InvalidRequestError(
+                f"max_tokens {max_tokens} does not fit the context of {self.context_length} tokens"
+            )
+
+    # ----- generation ----------------------------------------------------------------------------
+
+    def complete(
+        self,
+        prefix: str,
+        suffix: str | None = None,
+        *,
+        max_tokens: int,
+        stop: Sequence[str] = (),
+        temperature: float = 0.0,
+        cancel: CancelToken | None = None,
+        trim: TrimPolicy = "left",
+    ) -> Iterator[Event]:
+        """Stream the continuation of `prefix` (filling up to `suffix` where the model supports FIM)."""
+        if not prefix.strip() and not (suffix or "").strip():
+            raise EmptyPromptError()
+        with self._lock:
+            tokens, trimmed = self.completion_prompt(prefix, suffix, max_tokens, trim)
+            yield from self._generate(tokens, trimmed, max_tokens, stop, temperature, cancel or NEVER_CANCELLED)
+
+    def chat(
+        self,
+        instruction: str,
+        *,
+        max_tokens: int,
+        temperature: float = 0.0,
+        cancel: CancelToken | None = None,
+    ) -> Iterator[Event]:
+        """Stream the model's reply to one instruction, formatted with the model's own chat template."""
+        if not instruction.strip():
+            raise EmptyPromptError()
+        with self._lock:
+            tokens = self.chat_prompt(instruction, max_tokens)
+            yield from self._generate(tokens, 0, max_tokens, (), temperature, cancel or NEVER_CANCELLED)
+
+    def _cached_prefix(self, tokens: Sequence[int]) -> int:
+        cached = self._llama._input_ids[: self._llama.n_tokens]
+        common = 0
+        for a, b in zip(cached, tokens, strict=False):
+            if a != b:
+                break
+            common += 1
+        # llama-cpp-python replays the last prompt token to get fresh logits unless the prompt is cached exactly.
+        return common - 1 if common == len(tokens) and common != self._llama.n_tokens else common
+
+    def _generate(
+        self,
+        tokens: list[int],
+        trimmed: int,
+        max_tokens: int,
+        stop: Sequence[str],
+        temperature: float,
+        cancel: CancelToken,
+    ) -> Iterator[Event]:
+        start = time.perf_counter()
+        reused = self._cached_prefix(tokens)
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        scanner = _StopScanner(stop)
+        first_token_at: float | None = None
+        generated = 0
+        finish: FinishReason = "length"
+        if cancel.cancelled:
+            finish = "cancelled"
+        else:
+            stream = self._llama.generate(tokens, temp=temperature, top_k=40, top_p=0.95, min_p=0.05)
+            try:
+                for token_id in stream:
+                    if first_token_at is None:
+                        first_token_at = time.perf_counter()
+                    if llama_cpp.llama_vocab_is_eog(self._vocab, token_id):
+                        finish = "eos"
+                        break
+                    generated += 1
+                    piece, hit_stop = scanner.feed(decoder.decode(self._llama.detokenize([token_id])))
+                    if piece:
+                        yield Token(text=piece, token_id=token_id, index=generated - 1)
+                    if hit_stop:
+                        finish = "stop"
+                        break
+                    if generated >= max_tokens:
+                        break
+                    if cancel.cancelled:
+                        finish = "cancelled"
+                        break
+            finally:
+                stream.close()
+        if finish in ("length", "eos"):
+            tail = scanner.flush() + decoder.decode(b"", final=True)
+            if tail:
+                yield Token(text=tail, token_id=-1, index=generated)
+        end = time.perf_counter()
+        yield Done(
+            text=scanner.text,
+            stats=GenerationStats(
+                prompt_tokens=len(tokens),
+                reused_tokens=max(reused, 0),
+                trimmed_tokens=trimmed,
+                generated_tokens=generated,
+                time_to_first_token_s=None if first_token_at is None else first_token_at - start,
+                total_s=end - start,
+                finish_reason=finish,
+            ),
+        )

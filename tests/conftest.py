@@ -1,0 +1,59 @@
+"""Shared fixtures: an isolated SHARPEN_HOME, the real embedded model, tiny real GGUF files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fixture_models import write_tiny_model
+
+from engines.llama_ar import LlamaAREngine, LlamaSettings
+from models.catalogue import resolve_model
+
+
+@pytest.fixture(autouse=True)
+def sharpen_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own config, data, state and cache dirs."""
+    home = tmp_path / "sharpen-home"
+    monkeypatch.setenv("SHARPEN_HOME", str(home))
+    return home
+
+
+@pytest.fixture(scope="session")
+def embedded_model_path() -> Path:
+    return resolve_model("smollm2-135m-instruct").path
+
+
+@pytest.fixture(scope="session")
+def ar_engine(embedded_model_path: Path) -> LlamaAREngine:
+    """The real embedded AR model, loaded once for the session."""
+    return LlamaAREngine(embedded_model_path, "smollm2-135m-instruct", LlamaSettings(n_ctx=1024))
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("models")
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_path(model_dir: Path) -> Path:
+    return write_tiny_model(model_dir / "tiny-llama.gguf")
+
+
+@pytest.fixture(scope="session")
+def tiny_fim_path(model_dir: Path) -> Path:
+    # SmolLM2 has no FIM tokens; this file declares three of its special tokens as prefix, suffix, middle.
+    return write_tiny_model(model_dir / "tiny-fim.gguf", fim=(4, 5, 6))
+
+
+@pytest.fixture(scope="session")
+def unknown_arch_path(model_dir: Path) -> Path:
+    return write_tiny_model(model_dir / "unknown-arch.gguf", arch="notarealarch")
+
+
+@pytest.fixture(scope="session")
+def truncated_path(model_dir: Path, tiny_llama_path: Path) -> Path:
+    data = tiny_llama_path.read_bytes()
+    path = model_dir / "truncated.gguf"
+    path.write_bytes(data[: len(data) // 2])
+    return path

