@@ -22,11 +22,11 @@ from pathlib import Path
 import llama_cpp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from machine import describe_machine  # noqa: E402
+from machine import describe_machine
 
-from engines.events import Token  # noqa: E402
-from engines.llama_ar import LlamaAREngine, LlamaSettings, available_cores  # noqa: E402
-from models.catalogue import resolve_model  # noqa: E402
+from engines.events import Token
+from engines.llama_ar import LlamaAREngine, LlamaSettings, available_cores
+from models.catalogue import resolve_model
 
 CUTS = (50, 120, 200, 300, 400)
 TYPED_WORDS = 3
@@ -69,9 +69,8 @@ def sharpen_marks(engine: LlamaAREngine, text: str) -> dict[int, float]:
 def bare_marks(llm: llama_cpp.Llama, text: str) -> dict[int, float]:
     start = time.perf_counter()
     marks: dict[int, float] = {}
-    count = 0
-    for _chunk in llm.create_completion(text, max_tokens=MAX_TOKENS, temperature=0.0, stream=True):
-        count += 1
+    chunks = llm.create_completion(text, max_tokens=MAX_TOKENS, temperature=0.0, stream=True)
+    for count, _chunk in enumerate(chunks, start=1):
         marks.setdefault(count, time.perf_counter() - start)
     return marks
 
@@ -116,9 +115,11 @@ def main() -> None:
     for phase in ("cold", "warm"):
         ours = statistics.median(results[("sharpen", phase)].at16)
         theirs = statistics.median(results[("bare", phase)].at16)
-        print(f"{phase}: Sharpen / bare, median time to 16 tokens: {ours / theirs:.3f}  ({(ours / theirs - 1) * 100:+.1f}%)")
+        ratio = ours / theirs
+        print(f"{phase}: Sharpen / bare, median time to 16 tokens: {ratio:.3f}  ({(ratio - 1) * 100:+.1f}%)")
     warm16 = percentile(results[("sharpen", "warm")].at16, 0.5) * 1000
-    print(f"target: warm p50 to a 16-token suggestion <= 250 ms: {warm16:.0f} ms -> {'met' if warm16 <= 250 else 'MISSED'}")
+    verdict = "met" if warm16 <= 250 else "MISSED"
+    print(f"target: warm p50 to a 16-token suggestion <= 250 ms: {warm16:.0f} ms -> {verdict}")
 
 
 if __name__ == "__main__":
