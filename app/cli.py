@@ -9,12 +9,16 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
 from importlib.metadata import version
+from pathlib import Path
 from typing import TextIO
 
 from app.config import load_config, render_config, set_value
 from app.paths import sharpen_paths
 from app.service import SharpenError, SharpenService
-from engines.events import Done, Event, Token
+from app.traces import save_trace
+from engines.diffusion.settings import ALGORITHMS, SCHEDULES, DiffusionSettings
+from engines.diffusion.trace import TraceError
+from engines.events import Done, DraftStats, Event, Pass, Token
 from models.gguf_info import inspect_gguf
 
 EXIT_ERROR = 1
@@ -90,6 +94,109 @@ def cmd_chat(args: argparse.Namespace) -> int:
     return _run_stream(events, args.json, lambda: service.completion_engine().model_name, sys.stdout)
 
 
+def _draft_settings(service: SharpenService, args: argparse.Namespace) -> DiffusionSettings:
+    return service.diffusion_settings(
+        steps=args.steps,
+        schedule=args.schedule,
+        block_length=args.block_length,
+        threshold=args.threshold,
+        algorithm=args.algorithm,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        seed=args.seed,
+    )
+
+
+def _run_draft(
+    service: SharpenService,
+    events: Iterator[Pass | Done],
+    args: argparse.Namespace,
+    prompt: str,
+    kind: str,
+    settings: DiffusionSettings,
+) -> int:
+    passes: list[Pass] = []
+    streamed = ""
+    live = not args.json and not args.stream and sys.stderr.isatty()
+    done: Done | None = None
+    for event in events:
+        if isinstance(event, Pass):
+            passes.append(event)
+            if args.stream and len(event.stable_text) > len(streamed):
+                sys.stdout.write(event.stable_text[len(streamed) :])
+                sys.stdout.flush()
+                streamed = event.stable_text
+            elif live:
+                settled = len(event.masked) - sum(event.masked)
+                sys.stderr.write(f"\r\033[Kpass {event.index + 1}: {settled}/{len(event.masked)} tokens committed")
+                sys.stderr.flush()
+        else:
+            done = event
+    assert done is not None and isinstance(done.stats, DraftStats), "a draft stream ends with Done(DraftStats)"
+    if live:
+        sys.stderr.write("\r\033[K")
+    stats = done.stats
+    trace_path: Path | None = None
+    trace_error: TraceError | None = None
+    if args.trace:
+        try:
+            save_trace(service.build_trace(prompt, kind, settings, passes, done), Path(args.trace))
+            trace_path = Path(args.trace)
+        except TraceError as error:
+            trace_error = error  # reported after the draft itself is out, so the text is never lost
+    if args.json:
+        payload = {
+            "text": done.text,
+            "model": service.draft_engine().model_name,
+            "finish_reason": stats.finish_reason,
+            "tokens": {
+                "prompt": stats.prompt_tokens,
+                "canvas": stats.canvas_tokens,
+                "generated": stats.generated_tokens,
+            },
+            "passes": stats.passes,
+            "timings": {
+                "total_ms": round(stats.total_s * 1000, 2),
+                "ms_per_pass": round(stats.ms_per_pass, 2),
+                "tokens_per_s": round(stats.tokens_per_s, 2),
+                "sampler_share": round(stats.sampler_share, 4),
+            },
+            "settings": settings.as_dict(),
+            "trace": str(trace_path) if trace_path else None,
+        }
+        print(json.dumps(payload))
+    elif args.stream:
+        rest = done.text[len(streamed) :] if done.text.startswith(streamed) else "\n" + done.text
+        print(rest)
+    else:
+        print(done.text)
+    if not args.json:
+        print(
+            f"{stats.generated_tokens} tokens in {stats.passes} passes, {stats.total_s:.2f} s "
+            f"({stats.ms_per_pass:.0f} ms/pass, {stats.tokens_per_s:.1f} tokens/s), {stats.finish_reason}",
+            file=sys.stderr,
+        )
+    if trace_error is not None:
+        raise trace_error
+    return 0
+
+
+def cmd_draft(args: argparse.Namespace) -> int:
+    service = _service()
+    prompt = _read_text(args.prompt)
+    settings = _draft_settings(service, args)
+    events = service.draft(prompt, args.tokens, settings, chat=not args.no_chat)
+    return _run_draft(service, events, args, prompt, "draft", settings)
+
+
+def cmd_infill(args: argparse.Namespace) -> int:
+    service = _service()
+    settings = _draft_settings(service, args)
+    events = service.infill(args.before, args.after, args.tokens, settings)
+    return _run_draft(service, events, args, f"{args.before}\u2026{args.after}", "infill", settings)
+
+
 def cmd_config(args: argparse.Namespace) -> int:
     path = sharpen_paths().config_file
     if args.action == "path":
@@ -131,10 +238,27 @@ def _log_verbosely() -> None:
     llama_logger.propagate = True
 
 
+def _add_draft_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tokens", type=int, metavar="N", help="draft length in tokens (config: diffusion.tokens)")
+    parser.add_argument("--steps", type=int, metavar="K", help="refinement passes (config: diffusion.steps)")
+    parser.add_argument("--schedule", choices=SCHEDULES, help="blocks (LLaDA) or timestep (Dream)")
+    parser.add_argument("--block-length", type=int, metavar="B", help="block length for the blocks schedule")
+    parser.add_argument("--threshold", type=float, metavar="T", help="commit every position this confident; 0 is off")
+    parser.add_argument("--algorithm", choices=ALGORITHMS, help="which masked positions to commit first")
+    parser.add_argument("--temperature", type=float, help="0 is greedy")
+    parser.add_argument("--top-k", type=int, help="sample among the k most likely tokens; 0 is off")
+    parser.add_argument("--top-p", type=float, help="sample within this probability mass; 1 is off")
+    parser.add_argument("--seed", type=int, help="the same seed repeats a draft exactly")
+    parser.add_argument("--trace", metavar="FILE", help="save every refinement pass to FILE (JSON Lines)")
+    parser.add_argument("--stream", action="store_true", help="print the settled start of the draft as it grows")
+    parser.add_argument("--json", action="store_true", help="print the text, passes and timings as JSON")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sharpen",
-        description="A local, offline writing assistant: autocomplete from a llama.cpp model.",
+        description="A local, offline writing assistant: autocomplete from a llama.cpp model, "
+        "drafts from a diffusion model.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {version('sharpen')}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what the engines do, llama.cpp included")
@@ -156,6 +280,18 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--temperature", type=float, help="0 is greedy (config: chat.temperature)")
     chat.add_argument("--json", action="store_true", help="print the text, token counts and timings as JSON")
     chat.set_defaults(handler=cmd_chat)
+
+    draft = commands.add_parser("draft", help="draft a longer text with the diffusion engine")
+    draft.add_argument("prompt", help="what to write; '-' reads standard input")
+    draft.add_argument("--no-chat", action="store_true", help="use the prompt as plain text, without the chat template")
+    _add_draft_options(draft)
+    draft.set_defaults(handler=cmd_draft)
+
+    infill = commands.add_parser("infill", help="write text between two pieces of text (rewrite a selection)")
+    infill.add_argument("--before", required=True, help="the text before the gap")
+    infill.add_argument("--after", required=True, help="the text after the gap")
+    _add_draft_options(infill)
+    infill.set_defaults(handler=cmd_infill)
 
     config = commands.add_parser("config", help="show or change settings")
     config_actions = config.add_subparsers(dest="action", metavar="ACTION", required=True)

@@ -37,6 +37,10 @@ def not_empty(v: Any) -> str | None:
     return None if str(v).strip() else "must not be empty"
 
 
+def one_of(*choices: str) -> Check:
+    return lambda v: None if v in choices else f"must be one of {', '.join(choices)}"
+
+
 def setting(default: Any, help: str, check: Check | None = None) -> Any:
     return field(default=default, metadata={"help": help, "check": check})
 
@@ -47,6 +51,10 @@ class ModelsSection:
         "smollm2-135m-instruct",
         "model for autocomplete and short instructions: a catalogue name or a .gguf path",
         not_empty,
+    )
+    draft: str = setting(
+        "",
+        "diffusion model for drafts and rewrites: a catalogue name or a .gguf path; empty means none configured",
     )
 
 
@@ -73,11 +81,37 @@ class ChatSection:
 
 
 @dataclass(frozen=True)
+class DiffusionSection:
+    tokens: int = setting(128, "default draft length, in tokens", between(1, 8192))
+    steps: int = setting(64, "refinement passes K for fixed-step decoding", at_least(1))
+    schedule: str = setting(
+        "blocks", "blocks (LLaDA, semi-autoregressive) or timestep (Dream)", one_of("blocks", "timestep")
+    )
+    block_length: int = setting(32, "block length for the blocks schedule", at_least(1))
+    threshold: float = setting(
+        0.0, "commit every position at least this confident per pass; 0 is off", between(0.0, 1.0)
+    )
+    algorithm: str = setting(
+        "confidence",
+        "which masked positions to commit first",
+        one_of("confidence", "margin", "entropy", "random", "origin"),
+    )
+    temperature: float = setting(0.0, "sampling temperature; 0 is greedy", between(0.0, 2.0))
+    top_k: int = setting(0, "sample among the k most likely tokens; 0 is off", at_least(0))
+    top_p: float = setting(1.0, "sample within this probability mass; 1 is off", between(0.01, 1.0))
+    seed: int = setting(0, "random seed; the same seed repeats a draft exactly", at_least(0))
+    n_ctx: int = setting(1024, "context of the diffusion engine: prompt + draft + text after it", at_least(256))
+    n_threads: int = setting(0, "CPU threads for llama.cpp; 0 uses every available core", at_least(0))
+    prefix_cache: bool = setting(True, "keep the prompt and finished blocks cached where the model allows it")
+
+
+@dataclass(frozen=True)
 class Config:
     models: ModelsSection = field(default_factory=ModelsSection)
     ar: ArSection = field(default_factory=ArSection)
     complete: CompleteSection = field(default_factory=CompleteSection)
     chat: ChatSection = field(default_factory=ChatSection)
+    diffusion: DiffusionSection = field(default_factory=DiffusionSection)
 
 
 _TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "bool": bool}

@@ -5,19 +5,32 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from app.config import Config, ConfigError, load_config
 from app.paths import SharpenPaths, sharpen_paths
 from engines.cancel import CancelToken
+from engines.diffusion.engine import DiffusionEngine
+from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
+from engines.diffusion.settings import DiffusionSettings
+from engines.diffusion.trace import Trace, TraceError, TraceHeader
 from engines.errors import EngineError
-from engines.events import Event
+from engines.events import Done, DraftStats, Event, Pass
 from engines.llama_ar import LlamaAREngine, LlamaSettings, TrimPolicy
 from models.catalogue import catalogue, resolve_model
 from models.errors import ModelError
 
 # Everything a user can be told about in one message and then exit on.
-SharpenError = (ConfigError, ModelError, EngineError)
+SharpenError = (ConfigError, ModelError, EngineError, TraceError)
+
+
+class NoDraftModel(ModelError):
+    def __init__(self) -> None:
+        super().__init__(
+            "no diffusion model is configured for drafts: set one with `sharpen config set models.draft PATH` "
+            "(a Dream, LLaDA, LLaDA-MoE or RND1 GGUF, or a Sharpen export)"
+        )
 
 
 @dataclass(frozen=True)
@@ -38,6 +51,7 @@ class SharpenService:
         self.paths = paths
         self._engine_lock = threading.Lock()
         self._completion_engine: LlamaAREngine | None = None
+        self._draft_engine: DiffusionEngine | None = None
 
     @classmethod
     def from_environment(cls) -> SharpenService:
@@ -57,6 +71,43 @@ class SharpenService:
                 )
                 self._completion_engine = LlamaAREngine(model.path, model.name, settings)
             return self._completion_engine
+
+    def draft_engine(self) -> DiffusionEngine:
+        """The diffusion engine for the configured draft model, loaded on first use."""
+        with self._engine_lock:
+            if self._draft_engine is None:
+                name = self.config.models.draft.strip()
+                if not name:
+                    raise NoDraftModel()
+                model = resolve_model(name)
+                section = self.config.diffusion
+                settings = LlamaDiffusionSettings(
+                    n_ctx=section.n_ctx,
+                    n_threads=section.n_threads,
+                    n_gpu_layers=self.config.ar.n_gpu_layers,
+                    cache=section.prefix_cache,
+                )
+                self._draft_engine = DiffusionEngine(LlamaDiffusionBackend(model.path, settings), model.name)
+            return self._draft_engine
+
+    def diffusion_settings(self, **overrides: object) -> DiffusionSettings:
+        """The configured draft settings, with any non-None overrides (from the CLI or the UI) applied."""
+        section = self.config.diffusion
+        values: dict[str, object] = {
+            "steps": section.steps,
+            "schedule": section.schedule,
+            "block_length": section.block_length,
+            "threshold": section.threshold or None,
+            "algorithm": section.algorithm,
+            "temperature": section.temperature,
+            "top_k": section.top_k,
+            "top_p": section.top_p,
+            "seed": section.seed,
+        }
+        values.update({key: value for key, value in overrides.items() if value is not None})
+        if values["threshold"] == 0:
+            values["threshold"] = None
+        return DiffusionSettings(**values)  # type: ignore[arg-type]
 
     # ----- requests ------------------------------------------------------------------------------
 
@@ -98,10 +149,59 @@ class SharpenService:
             cancel=cancel,
         )
 
+    def draft(
+        self,
+        instruction: str,
+        tokens: int | None = None,
+        settings: DiffusionSettings | None = None,
+        *,
+        chat: bool = True,
+        cancel: CancelToken | None = None,
+    ) -> Iterator[Pass | Done]:
+        engine = self.draft_engine()
+        length = self.config.diffusion.tokens if tokens is None else tokens
+        return engine.draft(instruction, length, settings or self.diffusion_settings(), chat=chat, cancel=cancel)
+
+    def infill(
+        self,
+        before: str,
+        after: str,
+        tokens: int | None = None,
+        settings: DiffusionSettings | None = None,
+        *,
+        cancel: CancelToken | None = None,
+    ) -> Iterator[Pass | Done]:
+        engine = self.draft_engine()
+        length = self.config.diffusion.tokens if tokens is None else tokens
+        return engine.infill(before, after, length, settings or self.diffusion_settings(), cancel=cancel)
+
+    def build_trace(self, prompt: str, kind: str, settings: DiffusionSettings, passes: list[Pass], done: Done) -> Trace:
+        """A trace of a finished (or cancelled) draft from its events."""
+        engine = self.draft_engine()
+        stats = done.stats
+        if not isinstance(stats, DraftStats):
+            raise TypeError("a trace records a diffusion draft")
+        trace = Trace(
+            TraceHeader(
+                model=engine.model_name,
+                backend=engine.backend.backend,
+                prompt=prompt,
+                prompt_tokens=stats.prompt_tokens,
+                canvas_length=stats.canvas_tokens,
+                mask_token_id=engine.backend.mask_token_id,
+                settings=settings.as_dict(),
+                created=datetime.now(UTC).isoformat(timespec="seconds"),
+                kind=kind,
+            ),
+            passes=list(passes),
+        )
+        trace.record(done)
+        return trace
+
     # ----- models --------------------------------------------------------------------------------
 
     def models(self) -> list[ModelStatus]:
-        in_use = {"complete": self.config.models.complete}
+        in_use = {"complete": self.config.models.complete, "draft": self.config.models.draft}
         statuses: list[ModelStatus] = []
         for entry in catalogue().values():
             try:

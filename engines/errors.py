@@ -17,14 +17,14 @@ class EmptyPromptError(EngineError, ValueError):
 
 
 class PromptTooLongError(EngineError, ValueError):
-    def __init__(self, prompt_tokens: int, max_tokens: int, context_length: int) -> None:
+    def __init__(self, prompt_tokens: int, max_tokens: int, context_length: int, setting: str = "ar.n_ctx") -> None:
         self.prompt_tokens = prompt_tokens
         self.max_tokens = max_tokens
         self.context_length = context_length
         super().__init__(
             f"the prompt is {prompt_tokens} tokens; with {max_tokens} tokens to generate it needs "
             f"{prompt_tokens + max_tokens}, more than the context of {context_length}. Shorten the prompt, "
-            f"ask for fewer tokens, or raise ar.n_ctx (`sharpen config set ar.n_ctx N`)"
+            f"ask for fewer tokens, or raise {setting} (`sharpen config set {setting} N`)"
         )
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 FinishReason = Literal["stop", "length", "eos", "cancelled"]
+MASKED_PIECE = ""
 
 
 @dataclass(frozen=True)
@@ -40,14 +41,62 @@ class GenerationStats:
 
 
 @dataclass(frozen=True)
+class Pass:
+    """One refinement pass of a diffusion draft: the whole canvas after this pass's commits."""
+
+    index: int
+    canvas: tuple[int, ...]
+    # Text of each canvas position; MASKED_PIECE where the position is still masked.
+    pieces: tuple[str, ...]
+    masked: tuple[bool, ...]
+    committed: tuple[int, ...]
+    # Confidence of each position in `committed` (same order): the probability of the committed token.
+    confidences: tuple[float, ...]
+    # Canvas positions [0, stable_prefix) are committed and will not change: safe to stream.
+    stable_prefix: int
+    # The canvas window this pass could commit into (the current block, or the whole canvas).
+    window: tuple[int, int]
+    elapsed_s: float
+
+    @property
+    def stable_text(self) -> str:
+        return "".join(self.pieces[: self.stable_prefix])
+
+
+@dataclass(frozen=True)
+class DraftStats:
+    prompt_tokens: int
+    canvas_tokens: int
+    # Tokens of the draft itself: the canvas minus the end-of-text padding trimmed from it.
+    generated_tokens: int
+    passes: int
+    total_s: float
+    # Time inside the backend (the model's forward passes); the rest is the Python sampler.
+    backend_s: float
+    finish_reason: FinishReason
+
+    @property
+    def ms_per_pass(self) -> float:
+        return self.total_s * 1000 / self.passes if self.passes else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.generated_tokens / self.total_s if self.total_s > 0 else 0.0
+
+    @property
+    def sampler_share(self) -> float:
+        return 1 - self.backend_s / self.total_s if self.total_s > 0 else 0.0
+
+
+@dataclass(frozen=True)
 class Done:
     """The last event of every generation, cancelled ones included."""
 
     text: str
-    stats: GenerationStats
+    stats: GenerationStats | DraftStats
 
 
-Event = Token | Done
+Event = Token | Pass | Done
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Literal
 
 import llama_cpp
-from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
 from engines import llama_log
 from engines.cancel import NEVER_CANCELLED, CancelToken
+from engines.chat_template import render_instruction
 from engines.errors import EmptyPromptError, InvalidRequestError, ModelLoadError, PromptTooLongError
 from engines.events import Done, EngineInfo, Event, FinishReason, GenerationStats, Token
 from models.errors import UnsupportedModel
@@ -194,13 +194,13 @@ class LlamaAREngine:
         template = self.gguf.chat_template
         if template is None:
             raise InvalidRequestError(f"{self.model_path.name} has no chat template, so it cannot follow instructions")
-        formatter = Jinja2ChatFormatter(
-            template=template,
-            eos_token=self._token_text(self.gguf.eos_token_id),
-            bos_token=self._token_text(self.gguf.bos_token_id),
+        rendered = render_instruction(
+            template,
+            instruction,
+            bos_text=self._token_text(self.gguf.bos_token_id),
+            eos_text=self._token_text(self.gguf.eos_token_id),
         )
-        rendered = formatter(messages=[{"role": "user", "content": instruction}])
-        tokens = self.tokenize(rendered.prompt, add_bos=not rendered.added_special, special=True)
+        tokens = self.tokenize(rendered.text, add_bos=not rendered.has_bos, special=True)
         self._check_max_tokens(max_tokens)
         if len(tokens) + max_tokens > self.context_length:
             raise PromptTooLongError(len(tokens), max_tokens, self.context_length)

@@ -10,6 +10,9 @@ from fixture_models import write_tiny_model
 from engines.llama_ar import LlamaAREngine, LlamaSettings
 from models.catalogue import resolve_model
 
+# SmolLM2's "<empty_output>" special token, unused in text, serves the tiny diffusion models as their mask.
+MASK_ID = 16
+
 
 @pytest.fixture(autouse=True)
 def sharpen_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -44,6 +47,32 @@ def tiny_llama_path(model_dir: Path) -> Path:
 def tiny_fim_path(model_dir: Path) -> Path:
     # SmolLM2 has no FIM tokens; this file declares three of its special tokens as prefix, suffix, middle.
     return write_tiny_model(model_dir / "tiny-fim.gguf", fim=(4, 5, 6))
+
+
+@pytest.fixture(scope="session")
+def tiny_llada_path(model_dir: Path) -> Path:
+    """LLaDA architecture: llama.cpp runs it as diffusion, no KV cache, predictions in place."""
+    return write_tiny_model(model_dir / "tiny-llada.gguf", arch="llada", mask_token_id=MASK_ID, shift_logits=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_dream_path(model_dir: Path) -> Path:
+    """Dream architecture: llama.cpp diffusion, logits shifted by one (the key is absent: shift)."""
+    return write_tiny_model(model_dir / "tiny-dream.gguf", arch="dream", mask_token_id=MASK_ID)
+
+
+@pytest.fixture(scope="session")
+def tiny_cacheable_path(model_dir: Path) -> Path:
+    """Sharpen's cacheable form of the LLaDA weights above: llama architecture, causal = false, a mask token."""
+    return write_tiny_model(model_dir / "tiny-cacheable.gguf", causal=False, mask_token_id=MASK_ID, shift_logits=False)
+
+
+@pytest.fixture(scope="session")
+def confident_llada_path(model_dir: Path) -> Path:
+    """Predicts " the" (token 260) everywhere with probability near 1."""
+    return write_tiny_model(
+        model_dir / "confident-llada.gguf", arch="llada", mask_token_id=MASK_ID, shift_logits=False, confident_token=260
+    )
 
 
 @pytest.fixture(scope="session")

@@ -52,8 +52,13 @@ def write_tiny_model(
     shift_logits: bool | None = None,
     with_tensors: bool = True,
     seed: int = 0,
+    confident_token: int | None = None,
 ) -> Path:
-    """Write a small random-weight model in `arch`'s tensor layout with SmolLM2's tokenizer."""
+    """Write a small random-weight model in `arch`'s tensor layout with SmolLM2's tokenizer.
+
+    With `confident_token`, every position predicts that token with probability near 1 (a constant
+    direction in the embeddings that the output layer maps onto it), for tests of confidence thresholds.
+    """
     tokenizer = smollm2_tokenizer()
     writer = GGUFWriter(str(path), arch)
     writer.add_name(f"tiny-{arch}")
@@ -88,7 +93,7 @@ def write_tiny_model(
         writer.add_uint32("tokenizer.ggml.fim_suf_token_id", fim[1])
         writer.add_uint32("tokenizer.ggml.fim_mid_token_id", fim[2])
     if with_tensors:
-        for name, array in _llama_tensors(seed).items():
+        for name, array in _llama_tensors(seed, confident_token).items():
             writer.add_tensor(name, array)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
@@ -97,7 +102,7 @@ def write_tiny_model(
     return path
 
 
-def _llama_tensors(seed: int) -> dict[str, np.ndarray]:
+def _llama_tensors(seed: int, confident_token: int | None) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
 
     def weight(*shape: int) -> np.ndarray:
@@ -108,6 +113,9 @@ def _llama_tensors(seed: int) -> dict[str, np.ndarray]:
         "output_norm.weight": np.ones(WIDTH, dtype=np.float32),
         "output.weight": weight(VOCAB, WIDTH),
     }
+    if confident_token is not None:
+        tensors["token_embd.weight"][:, 0] = 1.0
+        tensors["output.weight"][confident_token, 0] = 3.0
     for layer in range(LAYERS):
         block = f"blk.{layer}"
         tensors |= {

@@ -1,0 +1,15 @@
+"""Saving refinement traces: atomically, so a crash never leaves half a trace behind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.atomic import write_atomic
+from engines.diffusion.trace import Trace, TraceError
+
+
+def save_trace(trace: Trace, path: Path) -> None:
+    try:
+        write_atomic(path, trace.to_jsonl().encode("utf-8"))
+    except OSError as error:
+        raise TraceError(f"{path}: cannot write the trace ({error.strerror or error})") from None

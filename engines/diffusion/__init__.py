@@ -1,0 +1,1 @@
+"""Masked-diffusion drafting: a backend-free refinement sampler and the backends that feed it logits."""

@@ -1,0 +1,35 @@
+"""What the sampler needs from a model, and nothing else."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+
+
+class DiffusionBackend(Protocol):
+    """Answers "logits for these canvas positions given this sequence" for one loaded model."""
+
+    mask_token_id: int
+    eos_token_ids: frozenset[int]
+    vocab_size: int
+    context_length: int
+
+    def logits(self, sequence: np.ndarray, start: int, end: int, stable: int) -> np.ndarray:
+        """Float32 logits (end - start, vocab): the model's prediction for each position in [start, end).
+
+        Positions before `stable` hold final tokens that will not change during this generation, so a
+        backend may keep them cached between calls. Any logit shift (Dream) is the backend's business.
+        """
+        ...
+
+    def reset(self) -> None:
+        """Forget any cache: a new generation starts."""
+        ...
+
+    def piece(self, token_id: int) -> str:
+        """The text of one token, for display."""
+        ...
+
+    def decode(self, tokens: Sequence[int]) -> str: ...

@@ -1,0 +1,85 @@
+"""The diffusion engine: prompts in, refinement passes out, over any DiffusionBackend."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from engines.cancel import CancelToken
+from engines.diffusion.llama_backend import LlamaDiffusionBackend
+from engines.diffusion.sampler import DiffusionSampler
+from engines.diffusion.settings import DiffusionSettings
+from engines.errors import EmptyPromptError, PromptTooLongError
+from engines.events import Done, EngineInfo, Pass
+
+
+@dataclass(frozen=True)
+class DraftPrompt:
+    """The token layout of one request: prompt, a canvas of `length` masks, then the suffix."""
+
+    prompt: list[int]
+    length: int
+    suffix: list[int]
+
+
+class DiffusionEngine:
+    def __init__(self, backend: LlamaDiffusionBackend, model_name: str) -> None:
+        self.backend = backend
+        self.model_name = model_name
+        self.sampler = DiffusionSampler(backend)
+
+    def info(self) -> EngineInfo:
+        return EngineInfo(
+            name="diffusion",
+            model=self.model_name,
+            model_path=str(self.backend.model_path),
+            backend=self.backend.backend,
+            device="cpu",
+            context_length=self.backend.context_length,
+        )
+
+    def draft_prompt(self, instruction: str, length: int, *, chat: bool = True) -> DraftPrompt:
+        if not instruction.strip():
+            raise EmptyPromptError()
+        tokens = (
+            self.backend.instruction_tokens(instruction) if chat else self.backend.tokenize(instruction, add_bos=True)
+        )
+        return self._fits(DraftPrompt(tokens, length, []))
+
+    def infill_prompt(self, before: str, after: str, length: int) -> DraftPrompt:
+        if not before.strip() and not after.strip():
+            raise EmptyPromptError()
+        prompt = self.backend.tokenize(before, add_bos=True) if before else self.backend.tokenize(" ", add_bos=True)[:1]
+        return self._fits(DraftPrompt(prompt, length, self.backend.tokenize(after, add_bos=False)))
+
+    def _fits(self, layout: DraftPrompt) -> DraftPrompt:
+        context = self.backend.context_length
+        if len(layout.prompt) + layout.length + len(layout.suffix) > context:
+            raise PromptTooLongError(len(layout.prompt) + len(layout.suffix), layout.length, context, "diffusion.n_ctx")
+        return layout
+
+    def draft(
+        self,
+        instruction: str,
+        length: int,
+        settings: DiffusionSettings,
+        *,
+        chat: bool = True,
+        cancel: CancelToken | None = None,
+    ) -> Iterator[Pass | Done]:
+        """Draft `length` tokens answering `instruction` (through the chat template unless chat=False)."""
+        layout = self.draft_prompt(instruction, length, chat=chat)
+        return self.sampler.generate(layout.prompt, layout.length, settings, cancel=cancel)
+
+    def infill(
+        self,
+        before: str,
+        after: str,
+        length: int,
+        settings: DiffusionSettings,
+        *,
+        cancel: CancelToken | None = None,
+    ) -> Iterator[Pass | Done]:
+        """Write `length` tokens between `before` and `after`, conditioned on both."""
+        layout = self.infill_prompt(before, after, length)
+        return self.sampler.generate(layout.prompt, layout.length, settings, suffix=layout.suffix, cancel=cancel)

@@ -1,0 +1,199 @@
+"""The llama.cpp backend: diffusion GGUFs (Dream, LLaDA, LLaDA-MoE, RND1) and our cacheable form.
+
+llama.cpp's diffusion architectures are built without a KV cache, so every pass re-decodes the whole
+sequence with non-causal attention. Our own exports are `llama`-architecture files with
+`attention.causal = false` and a mask token: llama.cpp keeps a KV cache for them, so this backend can
+keep the final part of the sequence (the prompt and the finished blocks) cached and decode only from
+the first changing position on, a Fast-dLLM style prefix cache. Full re-decoding stays available as the
+reference path (`cache=False`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import llama_cpp
+import numpy as np
+from llama_cpp import _internals
+
+from engines import llama_log
+from engines.chat_template import render_instruction
+from engines.errors import EngineError, ModelLoadError
+from engines.llama_ar import available_cores
+from models.errors import UnsupportedModel
+from models.gguf_info import GGUFInfo, inspect_gguf
+
+
+@dataclass(frozen=True)
+class LlamaDiffusionSettings:
+    n_ctx: int = 1024
+    n_threads: int = 0  # 0: one per available core
+    n_gpu_layers: int = -1
+    # Use the prefix cache where the file allows it (our cacheable form); full re-decoding otherwise.
+    cache: bool = True
+
+
+def check_diffusion_gguf(info: GGUFInfo) -> None:
+    if info.is_diffusion:
+        return
+    if info.mask_token_id is None:
+        detail = "it has no mask token (tokenizer.ggml.mask_token_id)"
+    else:
+        detail = f"its attention is causal ({info.architecture}.attention.causal is not false)"
+    raise UnsupportedModel(
+        info.path,
+        f"is a {info.architecture!r} model, not a diffusion model: {detail}",
+        "Drafts need a diffusion GGUF (Dream, LLaDA, LLaDA-MoE, RND1, or Sharpen's own export); "
+        "set one with `sharpen config set models.draft PATH`.",
+    )
+
+
+class LlamaDiffusionBackend:
+    backend = "llama.cpp"
+
+    def __init__(self, model_path: Path, settings: LlamaDiffusionSettings | None = None) -> None:
+        self.settings = settings or LlamaDiffusionSettings()
+        self.model_path = Path(model_path)
+        self.gguf = inspect_gguf(self.model_path)
+        check_diffusion_gguf(self.gguf)
+        self._llama = self._load()
+        self._ctx = self._llama._ctx
+        self._vocab = self._llama._model.vocab
+        llama_cpp.llama_set_causal_attn(self._ctx.ctx, False)
+        self.vocab_size = int(self._llama.n_vocab())
+        self.context_length = min(self._llama.n_ctx(), self.settings.n_ctx)
+        self.mask_token_id = self._mask_token_id()
+        self.shift = 1 if self.gguf.shift_logits else 0
+        self.eos_token_ids = frozenset(
+            t for t in range(self.vocab_size) if llama_cpp.llama_vocab_is_eog(self._vocab, t)
+        )
+        self.uses_prefix_cache = self.settings.cache and self._ctx.memory is not None
+        self._batch = _internals.LlamaBatch(n_tokens=self.context_length, embd=0, n_seq_max=1, verbose=False)
+        self._cached: list[int] = []
+
+    # ----- loading -------------------------------------------------------------------------------
+
+    def _load(self) -> llama_cpp.Llama:
+        settings = self.settings
+        n_ctx = settings.n_ctx
+        threads = settings.n_threads or available_cores()
+        llama_log.install()
+        llama_log.clear()
+        try:
+            # Non-causal attention needs the whole sequence in one micro-batch.
+            return llama_cpp.Llama(
+                model_path=str(self.model_path),
+                n_ctx=n_ctx,
+                n_batch=n_ctx,
+                n_ubatch=n_ctx,
+                n_threads=threads,
+                n_threads_batch=threads,
+                n_gpu_layers=settings.n_gpu_layers if llama_cpp.llama_supports_gpu_offload() else 0,
+                verbose=False,
+            )
+        except (ValueError, RuntimeError, OSError) as error:
+            reasons = "; ".join(llama_log.recent_problems()[-3:]) or str(error)
+            raise ModelLoadError(
+                f"{self.model_path}: llama.cpp could not load this {self.gguf.architecture!r} diffusion model "
+                f"({reasons})"
+            ) from error
+
+    def _mask_token_id(self) -> int:
+        from_vocab = int(llama_cpp.llama_vocab_mask(self._vocab))
+        mask = self.gguf.mask_token_id if self.gguf.mask_token_id is not None else from_vocab
+        if mask is None or mask < 0 or mask >= self.vocab_size:
+            raise UnsupportedModel(self.model_path, "has no usable mask token", "The file's metadata is incomplete.")
+        return mask
+
+    # ----- text ----------------------------------------------------------------------------------
+
+    def tokenize(self, text: str, *, add_bos: bool, special: bool = False) -> list[int]:
+        if not text:
+            return []
+        return self._llama.tokenize(text.encode("utf-8"), add_bos=add_bos, special=special)
+
+    def instruction_tokens(self, instruction: str) -> list[int]:
+        """The prompt for an instruction, through the model's chat template where it has one."""
+        template = self.gguf.chat_template
+        if template is None:
+            return self.tokenize(instruction, add_bos=True)
+        rendered = render_instruction(
+            template,
+            instruction,
+            bos_text=self._token_text(self.gguf.bos_token_id),
+            eos_text=self._token_text(self.gguf.eos_token_id),
+        )
+        return self.tokenize(rendered.text, add_bos=not rendered.has_bos, special=True)
+
+    def _token_text(self, token_id: int | None) -> str:
+        return "" if token_id is None else self._llama._model.token_get_text(token_id)
+
+    def piece(self, token_id: int) -> str:
+        return self.decode([token_id])
+
+    def decode(self, tokens: Sequence[int]) -> str:
+        return self._llama.detokenize(list(tokens)).decode("utf-8", errors="replace")
+
+    # ----- logits --------------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        self._cached = []
+        self._ctx.kv_cache_clear()
+
+    def logits(self, sequence: np.ndarray, start: int, end: int, stable: int) -> np.ndarray:
+        if len(sequence) > self.context_length:
+            raise EngineError(
+                f"the sequence ({len(sequence)} tokens) is longer than the context ({self.context_length})"
+            )
+        first_row = start - self.shift
+        if first_row < 0:
+            raise EngineError("a model that shifts its logits needs at least one token before the canvas")
+        tokens = [int(t) for t in sequence]
+        if not self.uses_prefix_cache:
+            self._ctx.kv_cache_clear()
+            return self._decode(tokens, 0, first_row, end - self.shift)
+        keep = max(0, min(stable, first_row))
+        common = 0
+        for cached, token in zip(self._cached, tokens[:keep], strict=False):
+            if cached != token:
+                break
+            common += 1
+        if common < len(self._cached):
+            self._ctx.kv_cache_seq_rm(0, common, -1)
+            self._cached = self._cached[:common]
+        if keep > common:
+            self._decode(tokens[common:keep], common, None, None)
+            self._cached = tokens[:keep]
+        rows = self._decode(tokens[keep:], keep, first_row, end - self.shift)
+        self._ctx.kv_cache_seq_rm(0, keep, -1)
+        return rows
+
+    def _decode(self, tokens: list[int], position: int, row_lo: int | None, row_hi: int | None) -> np.ndarray:
+        """Decode `tokens` at `position`; return logits for absolute rows [row_lo, row_hi)."""
+        batch = self._batch.batch
+        batch.n_tokens = len(tokens)
+        for i, token in enumerate(tokens):
+            batch.token[i] = token
+            batch.pos[i] = position + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0
+            absolute = position + i
+            batch.logits[i] = row_lo is not None and row_hi is not None and row_lo <= absolute < row_hi
+        if row_lo is None:
+            batch.logits[len(tokens) - 1] = True
+        code = llama_cpp.llama_decode(self._ctx.ctx, batch)
+        if code != 0:
+            raise EngineError(f"llama.cpp failed to decode {len(tokens)} tokens (code {code})")
+        if row_lo is None or row_hi is None:
+            return np.empty((0, self.vocab_size), dtype=np.float32)
+        # Flagged rows are consecutive in the batch, so their logits are consecutive in llama.cpp's
+        # output buffer (also when the architecture outputs every row).
+        pointer = llama_cpp.llama_get_logits_ith(self._ctx.ctx, row_lo - position)
+        n_rows = row_hi - row_lo
+        array = np.ctypeslib.as_array(
+            ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float)), shape=(n_rows, self.vocab_size)
+        )
+        return array.copy()

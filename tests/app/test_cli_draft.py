@@ -1,0 +1,98 @@
+"""`sharpen draft` and `sharpen infill` on a tiny real diffusion GGUF."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+from engines.diffusion.trace import load_trace
+
+
+@pytest.fixture
+def draft_model(tiny_cacheable_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    assert main(["config", "set", "models.draft", str(tiny_cacheable_path)]) == 0
+    capsys.readouterr()
+    return tiny_cacheable_path
+
+
+def test_draft_prints_text_and_stats(draft_model: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["draft", "Write a note to Sam.", "--tokens", "32", "--steps", "8"]) == 0
+    out, err = capsys.readouterr()
+    assert out.strip()
+    assert "32 tokens in 8 passes" in err and "ms/pass" in err and "tokens/s" in err
+
+
+def test_draft_json_and_trace(draft_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "t.jsonl"
+    args = ["draft", "Write a note.", "--tokens", "32", "--block-length", "16", "--steps", "8"]
+    assert main([*args, "--json", "--trace", str(trace), "--algorithm", "margin"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["passes"] == 8 and payload["tokens"]["canvas"] == 32
+    assert payload["settings"]["algorithm"] == "margin" and payload["settings"]["block_length"] == 16
+    assert payload["timings"]["ms_per_pass"] > 0 and 0 <= payload["timings"]["sampler_share"] < 1
+    loaded = load_trace(trace)
+    assert len(loaded.passes) == 8 and loaded.text == payload["text"] and loaded.header.prompt == "Write a note."
+
+
+def test_stream_prints_the_settled_prefix_then_the_rest(draft_model: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["draft", "Write a note.", "--tokens", "24", "--steps", "24", "--json"]) == 0
+    text = json.loads(capsys.readouterr().out)["text"]
+    assert main(["draft", "Write a note.", "--tokens", "24", "--steps", "24", "--stream"]) == 0
+    assert capsys.readouterr().out == text + "\n"
+
+
+def test_threshold_from_config_and_flag(draft_model: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["config", "set", "diffusion.threshold", "0.5"]) == 0
+    capsys.readouterr()
+    assert main(["draft", "Hi", "--tokens", "16", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["settings"]["threshold"] == 0.5
+    assert main(["draft", "Hi", "--tokens", "16", "--threshold", "0", "--steps", "4", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["settings"]["threshold"] is None and payload["passes"] == 4
+
+
+def test_infill(draft_model: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["infill", "--before", "Dear Sam,", "--after", "Best, Ana", "--tokens", "12", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["tokens"]["canvas"] == 12 and payload["text"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["draft", "Hi", "--tokens", "64", "--steps", "1"], "must be at least the number of blocks"),
+        (["draft", "Hi", "--threshold", "2"], "threshold must be in"),
+        (["draft", "   "], "the prompt is empty"),
+        (["draft", "Hi", "--tokens", "4000"], "raise diffusion.n_ctx"),
+        (["infill", "--before", "", "--after", " "], "the prompt is empty"),
+    ],
+)
+def test_bad_draft_requests(
+    draft_model: Path, args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("sharpen: error:") and message in err
+
+
+def test_no_draft_model_configured(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["draft", "Write a note."]) == 1
+    assert "no diffusion model is configured" in capsys.readouterr().err
+
+
+def test_an_ar_model_as_draft_model(embedded_model_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["config", "set", "models.draft", "smollm2-135m-instruct"]) == 0
+    assert main(["draft", "Write a note."]) == 1
+    assert "not a diffusion model" in capsys.readouterr().err
+
+
+def test_unwritable_trace_path(draft_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main(["draft", "Hi", "--tokens", "8", "--steps", "8", "--trace", str(blocker / "t.jsonl")]) == 1
+    out, err = capsys.readouterr()
+    assert out.strip(), "the draft is printed even though its trace could not be saved"
+    assert "cannot write the trace" in err

@@ -1,0 +1,88 @@
+"""Traces: round-trip through JSON Lines, and clear errors for corrupt, truncated or foreign files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from scripted_backend import ScriptedBackend, fixed_script
+
+from app.traces import save_trace
+from engines.diffusion.sampler import DiffusionSampler
+from engines.diffusion.settings import DiffusionSettings
+from engines.diffusion.trace import Trace, TraceError, TraceHeader, load_trace, parse_trace
+from engines.events import Done, Pass
+
+SETTINGS = DiffusionSettings(steps=6, block_length=4)
+
+
+def recorded_trace() -> Trace:
+    backend = ScriptedBackend(fixed_script([1, 2, 3, 4, 5, 6, 7, 8], [0.5, 0.6, 0.7, 0.8, 0.9, 0.4, 0.3, 0.2], 2))
+    trace = Trace(
+        TraceHeader(
+            model="scripted",
+            backend="test",
+            prompt="Write",
+            prompt_tokens=2,
+            canvas_length=8,
+            mask_token_id=backend.mask_token_id,
+            settings=SETTINGS.as_dict(),
+            created="2026-11-29T00:00:00+00:00",
+        )
+    )
+    for event in DiffusionSampler(backend).generate([0, 9], 8, SETTINGS):
+        assert isinstance(event, Pass | Done)
+        trace.record(event)
+    return trace
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    trace = recorded_trace()
+    path = tmp_path / "draft.trace.jsonl"
+    save_trace(trace, path)
+    loaded = load_trace(path)
+    assert loaded.header == trace.header
+    assert loaded.passes == trace.passes
+    assert loaded.text == trace.text == "bcdefghi"
+    assert loaded.stats == trace.stats
+    assert len(path.read_text().splitlines()) == 2 + len(trace.passes)
+
+
+def test_an_unfinished_trace_cannot_be_written() -> None:
+    trace = recorded_trace()
+    trace.stats = None
+    with pytest.raises(TraceError, match="has no final stats"):
+        trace.to_jsonl()
+
+
+def lines() -> list[str]:
+    return recorded_trace().to_jsonl().splitlines()
+
+
+@pytest.mark.parametrize(
+    ("mangle", "message"),
+    [
+        (lambda ls: ls[:-1], "truncated: it has no footer"),
+        (lambda ls: [*ls[:3], ls[3][:40], *ls[4:]], "line 4 is not valid JSON"),
+        (lambda ls: [ls[0], ls[2], ls[1], *ls[3:]], "pass 1 where pass 0 was expected"),
+        (lambda ls: [ls[0].replace('"version": 1', '"version": 9'), *ls[1:]], "trace version 9 is not supported"),
+        (lambda ls: ['{"hello": 1}', *ls[1:]], "not a Sharpen trace"),
+        (lambda ls: [], "the file is empty"),
+        (lambda ls: [ls[0], ls[1].replace('"canvas": [', '"canvas": [1, '), *ls[2:]], "must hold 8 token ids"),
+        (lambda ls: [*ls[:-1], ls[-1], ls[1]], "the footer must be the last line"),
+    ],
+)
+def test_bad_traces_are_rejected_with_the_line(mangle: object, message: str) -> None:
+    with pytest.raises(TraceError, match=message):
+        parse_trace("\n".join(mangle(lines())), "t.jsonl")  # type: ignore[operator]
+
+
+def test_missing_file_and_piece_table(tmp_path: Path) -> None:
+    with pytest.raises(TraceError, match="no such trace file"):
+        load_trace(tmp_path / "nope.jsonl")
+    ls = lines()
+    footer = json.loads(ls[-1])
+    footer["pieces"] = {}
+    with pytest.raises(TraceError, match="has no text in the footer's piece table"):
+        parse_trace("\n".join([*ls[:-1], json.dumps(footer)]))

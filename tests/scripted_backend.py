@@ -1,0 +1,65 @@
+"""A backend whose logits the test chooses: it tests the sampler's arithmetic, not a model."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+VOCAB = 12
+MASK = 11
+EOS = 10
+# Token t's text is a letter, so drafts read as strings: 0 -> "a", 1 -> "b", ...; EOS -> "<eos>".
+PIECES = [chr(ord("a") + t) for t in range(EOS)] + ["<eos>", "<mask>"]
+
+LogitsFn = Callable[[np.ndarray, int, int], np.ndarray]
+
+
+@dataclass
+class Call:
+    sequence: np.ndarray
+    start: int
+    end: int
+    stable: int
+
+
+@dataclass
+class ScriptedBackend:
+    """`script(sequence, start, end)` returns logits (end - start, VOCAB) for positions [start, end)."""
+
+    script: LogitsFn
+    mask_token_id: int = MASK
+    eos_token_ids: frozenset[int] = frozenset({EOS})
+    vocab_size: int = VOCAB
+    context_length: int = 4096
+    calls: list[Call] = field(default_factory=list)
+
+    def logits(self, sequence: np.ndarray, start: int, end: int, stable: int) -> np.ndarray:
+        self.calls.append(Call(sequence.copy(), start, end, stable))
+        return np.asarray(self.script(sequence, start, end), dtype=np.float32)
+
+    def reset(self) -> None:
+        self.calls.clear()
+
+    def piece(self, token_id: int) -> str:
+        return PIECES[token_id]
+
+    def decode(self, tokens: Sequence[int]) -> str:
+        return "".join(PIECES[t] for t in tokens)
+
+
+def one_hot_logits(targets: Sequence[int], confidence: Sequence[float]) -> np.ndarray:
+    """Logits where position i predicts targets[i] with probability confidence[i] (rest spread evenly)."""
+    rows = np.zeros((len(targets), VOCAB), dtype=np.float64)
+    for i, (target, p) in enumerate(zip(targets, confidence, strict=True)):
+        rest = (1 - p) / (VOCAB - 1)
+        rows[i, :] = np.log(rest)
+        rows[i, target] = np.log(p)
+    return rows
+
+
+def fixed_script(targets: Sequence[int], confidence: Sequence[float], offset: int) -> LogitsFn:
+    """Every call predicts the same targets with the same confidences, for canvas positions from `offset`."""
+    table = one_hot_logits(targets, confidence)
+    return lambda _seq, start, end: table[start - offset : end - offset]
