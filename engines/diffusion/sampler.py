@@ -134,7 +134,7 @@ class DiffusionSampler:
                 canvas.confidence[positions] = proposals.probabilities[chosen]
                 passes += 1
                 step += 1
-                if canvas.first_eos(canvas.first_mask()) is not None:
+                if settings.stop_at_eos and canvas.first_eos(canvas.first_mask()) is not None:
                     finish = "eos"
                 yield canvas.snapshot(
                     passes - 1, positions, proposals.probabilities[chosen], (lo, hi), time.perf_counter() - start

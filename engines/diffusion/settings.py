@@ -37,6 +37,9 @@ class DiffusionSettings:
     seed: int = 0
     # Rank end-of-text tokens last, so the draft is not cut short by an early, confident EOS.
     suppress_eos: bool = False
+    # Stop as soon as the settled text reaches an end-of-text token (LLaDA's reference code always
+    # runs every step instead; benchmarks that measure a fixed amount of work turn this off).
+    stop_at_eos: bool = True
 
     def checked(self, canvas_length: int) -> DiffusionSettings:
         """Return self if it can run on a canvas of this length, else raise InvalidRequestError."""

@@ -221,3 +221,11 @@ def test_every_fixed_step_draft_fills_its_canvas(length: int, block: int, extra:
     assert not any(passes[-1].masked) and MASK not in passes[-1].canvas
     assert done.stats.generated_tokens == length
     assert len(passes) <= settings_.steps
+
+
+def test_without_early_stop_every_pass_runs_and_the_text_is_still_trimmed() -> None:
+    targets = [1, 2, 3, 4, EOS, 5, 6, 7, 8, 9, 1, 2]
+    conf = [0.9, 0.8, 0.85, 0.7, 0.99, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3]
+    backend = ScriptedBackend(fixed_script(targets, conf, len(PROMPT)))
+    passes, done = run(backend, 12, DiffusionSettings(steps=12, block_length=12, stop_at_eos=False))
+    assert len(passes) == 12 and done.text == "bcde" and done.stats.finish_reason == "eos"

@@ -1,0 +1,164 @@
+"""Diffusion drafting cost on this machine, beside the AR engine on weights of the same size.
+
+Models: SmolLM2-135M-Instruct (Q4_1) for AR, and two diffusion-form stand-ins built from the same
+weights (bench/stand_in.py): `llada` architecture (llama.cpp's own diffusion path: no KV cache, every
+pass re-decodes everything) and Sharpen's cacheable form (`llama` with causal = false: prefix cache).
+
+1. For N in 64, 128, 256, 512 and settings K = N, K = N/4 and threshold 0.9 (blocks of 32): passes,
+   wall time, ms per pass, tokens per second; and the AR engine producing N tokens. A run that would
+   pass --budget-s is cut there; its wall time is then extrapolated from the measured ms per pass and
+   marked "~" (threshold runs cut short report ">= passes").
+2. The share of a pass spent in the Python sampler at N = 256.
+3. Prefix cache against full re-decoding on the cacheable stand-in: 200-token prompt, N = 256, blocks
+   of 32, K = N/4: wall time and greedy agreement.
+
+    .venv/bin/python bench/diffusion.py [--budget-s 45] [--sizes 64 128 256 512]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import describe_machine
+from stand_in import write_stand_in
+
+from engines.cancel import CancelToken
+from engines.diffusion.engine import DiffusionEngine
+from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
+from engines.diffusion.settings import DiffusionSettings
+from engines.events import Done, DraftStats, Pass
+from engines.llama_ar import LlamaAREngine, LlamaSettings
+from models.catalogue import resolve_model
+
+OUT = Path(__file__).resolve().parent / "out"
+INSTRUCTION = "Write an email to the team announcing that the office will be closed on Friday for maintenance."
+DOCUMENTS = Path(__file__).resolve().parent / "data" / "documents.txt"
+
+
+@dataclass
+class Run:
+    passes: int
+    wall_s: float
+    ms_per_pass: float
+    tokens: int
+    cut: bool
+    sampler_share: float
+    canvas: tuple[int, ...]
+
+
+def run_draft(engine: DiffusionEngine, prompt: list[int], n: int, settings: DiffusionSettings, budget_s: float) -> Run:
+    cancel = CancelToken()
+    start = time.perf_counter()
+    last: Pass | None = None
+    done: Done | None = None
+    for event in engine.sampler.generate(prompt, n, settings, cancel=cancel):
+        if isinstance(event, Pass):
+            last = event
+            if time.perf_counter() - start > budget_s:
+                cancel.cancel()
+        else:
+            done = event
+    assert done is not None and isinstance(done.stats, DraftStats) and last is not None
+    stats = done.stats
+    cut = stats.finish_reason == "cancelled"
+    return Run(
+        passes=stats.passes,
+        wall_s=stats.total_s,
+        ms_per_pass=stats.ms_per_pass,
+        tokens=n if cut else stats.generated_tokens,
+        cut=cut,
+        sampler_share=stats.sampler_share,
+        canvas=last.canvas,
+    )
+
+
+def ar_seconds(engine: LlamaAREngine, prompt: list[int], n: int) -> float:
+    """Time for the AR engine to produce exactly n tokens (end-of-text ignored) after `prompt`."""
+    llama = engine._llama
+    llama.reset()
+    start = time.perf_counter()
+    for count, _token in enumerate(llama.generate(prompt, temp=0.0), start=1):
+        if count >= n:
+            break
+    return time.perf_counter() - start
+
+
+def table_sizes(args: argparse.Namespace, ar: LlamaAREngine, full: DiffusionEngine) -> None:
+    prompt = full.backend.instruction_tokens(INSTRUCTION)
+    print(f"\n1. Cost by length (prompt {len(prompt)} tokens, blocks of 32; llada stand-in, full re-decoding)")
+    columns = ("passes", "wall s", "ms/pass", "tok/s")
+    print(f"{'N':>4} {'setting':>10} | " + " | ".join(f"{c:>8}" for c in columns) + " | AR wall s | AR tok/s")
+    sampler_share: float | None = None
+    for n in args.sizes:
+        ar_s = ar_seconds(ar, prompt, n)
+        for label, settings in (
+            ("K=N", DiffusionSettings(steps=n, block_length=32, stop_at_eos=False)),
+            ("K=N/4", DiffusionSettings(steps=n // 4, block_length=32, stop_at_eos=False)),
+            ("thr 0.9", DiffusionSettings(threshold=0.9, block_length=32, stop_at_eos=False)),
+        ):
+            r = run_draft(full, prompt, n, settings, args.budget_s)
+            if r.cut and settings.threshold is None:
+                wall, mark = r.ms_per_pass * settings.steps / 1000, "~"
+                passes = f"{settings.steps}"
+            elif r.cut:
+                wall, mark, passes = r.wall_s, ">", f">={r.passes}"
+            else:
+                wall, mark, passes = r.wall_s, " ", f"{r.passes}"
+            print(
+                f"{n:>4} {label:>10} | {passes:>7} | {mark}{wall:>7.1f} | {r.ms_per_pass:>8.0f} | "
+                f"{n / wall:>7.1f} | {ar_s:>9.2f} | {n / ar_s:>8.1f}"
+            )
+            if n == 256 and label == "K=N/4":
+                sampler_share = r.sampler_share
+    if sampler_share is not None:
+        print(f"\n2. Python sampler share of a pass at N=256 (K=N/4): {sampler_share * 100:.1f}%  (target <= 10%)")
+
+
+def prefix_cache(args: argparse.Namespace, cacheable_path: Path) -> None:
+    cached = DiffusionEngine(LlamaDiffusionBackend(cacheable_path, LlamaDiffusionSettings(n_ctx=1024)), "cached")
+    full = DiffusionEngine(
+        LlamaDiffusionBackend(cacheable_path, LlamaDiffusionSettings(n_ctx=1024, cache=False)), "full"
+    )
+    document = DOCUMENTS.read_text().split("===\n")[0]
+    prompt = full.backend.tokenize(document, add_bos=True)[:200]
+    settings = DiffusionSettings(steps=64, block_length=32, stop_at_eos=False)
+    print(
+        f"\n3. Prefix cache vs full re-decoding (cacheable stand-in, prompt {len(prompt)}, N=256, blocks of 32, K=64)"
+    )
+    budget = 10_000.0
+    r_full = run_draft(full, prompt, 256, settings, budget)
+    r_cached = run_draft(cached, prompt, 256, settings, budget)
+    same = sum(a == b for a, b in zip(r_full.canvas, r_cached.canvas, strict=True))
+    print(f"   full re-decoding: {r_full.wall_s:7.1f} s  ({r_full.ms_per_pass:.0f} ms/pass)")
+    print(f"   prefix cache:     {r_cached.wall_s:7.1f} s  ({r_cached.ms_per_pass:.0f} ms/pass)")
+    print(
+        f"   speed-up {r_full.wall_s / r_cached.wall_s:.2f}x (target >= 3x); greedy tokens agreeing: {same}/256 "
+        f"({same / 256:.0%}); identical text: {r_full.canvas == r_cached.canvas}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--budget-s", type=float, default=45.0, help="cut a single draft after this long")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[64, 128, 256, 512])
+    parser.add_argument("--skip-cache", action="store_true", help="skip part 3")
+    args = parser.parse_args()
+    source = resolve_model("smollm2-135m-instruct").path
+    llada_path = write_stand_in(source, OUT / "smollm2-llada.gguf", arch="llada", causal=False)
+    cacheable_path = write_stand_in(source, OUT / "smollm2-cacheable.gguf", arch="llama", causal=False)
+    print(f"machine: {describe_machine()}")
+    print(f"models: {source.name} (AR) and its diffusion-form stand-ins (same weights, not trained for diffusion)")
+    ar = LlamaAREngine(source, settings=LlamaSettings(n_ctx=1024))
+    full = DiffusionEngine(LlamaDiffusionBackend(llada_path, LlamaDiffusionSettings(n_ctx=1024)), "llada")
+    table_sizes(args, ar, full)
+    if not args.skip_cache:
+        prefix_cache(args, cacheable_path)
+
+
+if __name__ == "__main__":
+    main()
