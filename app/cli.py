@@ -7,7 +7,7 @@ import json
 import logging
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from importlib.metadata import version
 from pathlib import Path
 from typing import TextIO
@@ -20,6 +20,11 @@ from engines.diffusion.settings import ALGORITHMS, SCHEDULES, DiffusionSettings
 from engines.diffusion.trace import TraceError
 from engines.events import Done, DraftStats, Event, Pass, Token
 from models.gguf_info import inspect_gguf
+from router.calibration import QUICK, CalibrationSizes
+from router.cost import DiffusionPlan, crossover_tokens
+from router.policy import diffusion_plan
+from router.profile import render_profile
+from router.request import ENGINES, KINDS, POLICIES, QUALITIES, Kind, Request, Route, approximate_tokens
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -182,19 +187,135 @@ def _run_draft(
     return 0
 
 
+def _route_draft(
+    service: SharpenService, args: argparse.Namespace, kind: Kind, prompt: str, suffix: str, settings: DiffusionSettings
+) -> Route:
+    tokens = args.tokens or service.config.diffusion.tokens
+    request = Request(
+        kind=kind,
+        output_tokens=tokens,
+        prompt_tokens=approximate_tokens(prompt),
+        suffix_tokens=approximate_tokens(suffix),
+        force_engine=args.engine,
+        quality=args.quality or service.config.router.quality,
+    )
+    route = service.route(request, args.policy, settings)
+    if not args.json:
+        print(f"sharpen: {_engine_label(route.engine)}: {route.reason}", file=sys.stderr)
+    return route
+
+
+def _engine_label(engine: str) -> str:
+    return "AR" if engine == "ar" else "diffusion"
+
+
+def _routed_settings(settings: DiffusionSettings, route: Route, args: argparse.Namespace) -> DiffusionSettings:
+    """The router scales K by the quality preset unless the user gave --steps or --threshold."""
+    if args.steps is not None or settings.threshold is not None:
+        return settings
+    return replace(settings, steps=int(route.settings["steps"]))
+
+
 def cmd_draft(args: argparse.Namespace) -> int:
     service = _service()
     prompt = _read_text(args.prompt)
     settings = _draft_settings(service, args)
-    events = service.draft(prompt, args.tokens, settings, chat=not args.no_chat)
+    route = _route_draft(service, args, "draft", prompt, "", settings)
+    tokens = args.tokens or service.config.diffusion.tokens
+    if route.engine == "ar":
+        events = service.chat(prompt, max_tokens=tokens, temperature=args.temperature)
+        return _run_stream(events, args.json, lambda: route.model, sys.stdout)
+    settings = _routed_settings(settings, route, args)
+    events = service.draft(prompt, tokens, settings, chat=not args.no_chat)
     return _run_draft(service, events, args, prompt, "draft", settings)
 
 
 def cmd_infill(args: argparse.Namespace) -> int:
     service = _service()
     settings = _draft_settings(service, args)
-    events = service.infill(args.before, args.after, args.tokens, settings)
+    route = _route_draft(service, args, "infill", args.before, args.after, settings)
+    tokens = args.tokens or service.config.diffusion.tokens
+    if route.engine == "ar":
+        events = service.complete(args.before, args.after, max_tokens=tokens, temperature=args.temperature)
+        return _run_stream(events, args.json, lambda: route.model, sys.stdout)
+    settings = _routed_settings(settings, route, args)
+    events = service.infill(args.before, args.after, tokens, settings)
     return _run_draft(service, events, args, f"{args.before}\u2026{args.after}", "infill", settings)
+
+
+def cmd_route(args: argparse.Namespace) -> int:
+    service = _service()
+    request = Request(
+        kind=args.kind,
+        output_tokens=args.tokens,
+        prompt_tokens=args.prompt_tokens,
+        suffix_tokens=args.suffix_tokens,
+        stream_tokens=args.stream,
+        latency_budget_s=args.budget,
+        quality=args.quality or service.config.router.quality,
+        force_engine=args.engine,
+    )
+    route = service.route(request, args.policy)
+    profile, warning = service.cost_profile()
+    if warning:
+        print(f"sharpen: warning: {warning}", file=sys.stderr)
+    if args.json:
+        payload = {
+            "engine": route.engine,
+            "model": route.model,
+            "settings": route.settings,
+            "reason": route.reason,
+            "policy": route.policy,
+            "estimates": {
+                name: {"seconds": round(e.seconds, 4), "detail": e.detail} for name, e in route.estimates.items()
+            },
+            "calibrated": profile.calibrated,
+        }
+        print(json.dumps(payload))
+        return 0
+    print(f"{_engine_label(route.engine)} ({route.model}): {route.reason}")
+    if args.explain:
+        source = f"calibrated {profile.created}" if profile.calibrated else "default costs (run `sharpen calibrate`)"
+        print(f"  policy {route.policy}; costs: {source}")
+        for name, estimate in route.estimates.items():
+            marker = "*" if name == route.engine else " "
+            print(f"  {marker} {_engine_label(name):9} {estimate.seconds:8.2f} s  {estimate.detail}")
+        print(f"  settings: {json.dumps(route.settings)}")
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    service = _service()
+    if not args.show:
+        sizes = QUICK if args.quick else CalibrationSizes()
+        service.calibrate(sizes, _progress_bar)
+        print(f"saved {service.profile_path}", file=sys.stderr)
+    profile, warning = service.cost_profile()
+    if warning:
+        print(f"sharpen: warning: {warning}", file=sys.stderr)
+    print(render_profile(profile), end="")
+    base = service.base_plan()
+    quality = service.config.router.quality
+
+    def plan_for(n: int) -> DiffusionPlan:
+        return diffusion_plan(Request("draft", n, quality=quality), base)  # type: ignore[arg-type]
+
+    crossover = crossover_tokens(profile, plan_for)
+    if crossover is None:
+        print("# diffusion is not estimated faster than AR for any output length up to 4096 tokens here")
+    else:
+        print(f"# diffusion is estimated faster than AR from {crossover} output tokens on")
+    return 0
+
+
+def _progress_bar(fraction: float, label: str) -> None:
+    if not sys.stderr.isatty():
+        return
+    filled = int(fraction * 30)
+    sys.stderr.write(f"\r\033[K[{'#' * filled}{'.' * (30 - filled)}] {fraction:4.0%} {label}")
+    if fraction >= 1.0:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
 
 
 def cmd_config(args: argparse.Namespace) -> int:
@@ -252,6 +373,9 @@ def _add_draft_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace", metavar="FILE", help="save every refinement pass to FILE (JSON Lines)")
     parser.add_argument("--stream", action="store_true", help="print the settled start of the draft as it grows")
     parser.add_argument("--json", action="store_true", help="print the text, passes and timings as JSON")
+    parser.add_argument("--engine", choices=ENGINES, help="force an engine instead of asking the router")
+    parser.add_argument("--policy", choices=POLICIES, help="routing policy (config: router.policy)")
+    parser.add_argument("--quality", choices=QUALITIES, help="passes per token preset (config: router.quality)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -292,6 +416,27 @@ def build_parser() -> argparse.ArgumentParser:
     infill.add_argument("--after", required=True, help="the text after the gap")
     _add_draft_options(infill)
     infill.set_defaults(handler=cmd_infill)
+
+    route = commands.add_parser("route", help="show which engine would serve a request, and why")
+    route.add_argument("--kind", choices=KINDS, required=True)
+    route.add_argument("--tokens", type=int, required=True, metavar="N", help="expected output length")
+    route.add_argument("--prompt-tokens", type=int, default=32, metavar="P", help="context read before writing")
+    route.add_argument("--suffix-tokens", type=int, default=0, metavar="S", help="context after an infill gap")
+    route.add_argument("--stream", action="store_true", help="the output must appear token by token")
+    route.add_argument(
+        "--budget", type=float, metavar="SECONDS", help="latency budget (config: router.latency_budget_s)"
+    )
+    route.add_argument("--policy", choices=POLICIES, help="config: router.policy")
+    route.add_argument("--quality", choices=QUALITIES, help="config: router.quality")
+    route.add_argument("--engine", choices=ENGINES, help="force an engine")
+    route.add_argument("--explain", action="store_true", help="show every estimate and the settings")
+    route.add_argument("--json", action="store_true")
+    route.set_defaults(handler=cmd_route)
+
+    calibrate = commands.add_parser("calibrate", help="measure the engines on this machine for the router")
+    calibrate.add_argument("--show", action="store_true", help="print the saved profile without measuring")
+    calibrate.add_argument("--quick", action="store_true", help="a smaller, faster measurement")
+    calibrate.set_defaults(handler=cmd_calibrate)
 
     config = commands.add_parser("config", help="show or change settings")
     config_actions = config.add_subparsers(dest="action", metavar="ACTION", required=True)

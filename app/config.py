@@ -106,12 +106,30 @@ class DiffusionSection:
 
 
 @dataclass(frozen=True)
+class RouterSection:
+    policy: str = setting(
+        "design",
+        "design (AR for completions, diffusion for drafts), fastest, or quality",
+        one_of("design", "fastest", "quality"),
+    )
+    quality: str = setting(
+        "balanced", "refinement passes per draft token: fast, balanced or best", one_of("fast", "balanced", "best")
+    )
+    latency_budget_s: float = setting(
+        20.0,
+        "a draft estimated slower than this on diffusion goes to AR when AR is faster; 0 is no budget",
+        at_least(0.0),
+    )
+
+
+@dataclass(frozen=True)
 class Config:
     models: ModelsSection = field(default_factory=ModelsSection)
     ar: ArSection = field(default_factory=ArSection)
     complete: CompleteSection = field(default_factory=CompleteSection)
     chat: ChatSection = field(default_factory=ChatSection)
     diffusion: DiffusionSection = field(default_factory=DiffusionSection)
+    router: RouterSection = field(default_factory=RouterSection)
 
 
 _TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "bool": bool}

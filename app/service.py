@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from app.atomic import write_atomic
 from app.config import Config, ConfigError, load_config
 from app.paths import SharpenPaths, sharpen_paths
 from engines.cancel import CancelToken
@@ -17,12 +18,22 @@ from engines.diffusion.settings import DiffusionSettings
 from engines.diffusion.trace import Trace, TraceError, TraceHeader
 from engines.errors import EngineError
 from engines.events import Done, DraftStats, Event, Pass
-from engines.llama_ar import LlamaAREngine, LlamaSettings, TrimPolicy
+from engines.llama_ar import LlamaAREngine, LlamaSettings, TrimPolicy, gpu_offload_available
 from models.catalogue import catalogue, resolve_model
 from models.errors import ModelError
+from router.calibration import CalibrationSizes, Progress, calibrate
+from router.cost import DiffusionPlan
+from router.policy import NoEngineAvailable, decide
+from router.profile import CostProfile, DeviceClass, load_profile, save_profile
+from router.request import EngineName, Policy, Request, Route
+
+
+class RoutingError(Exception):
+    pass
+
 
 # Everything a user can be told about in one message and then exit on.
-SharpenError = (ConfigError, ModelError, EngineError, TraceError)
+SharpenError = (ConfigError, ModelError, EngineError, TraceError, RoutingError)
 
 
 class NoDraftModel(ModelError):
@@ -108,6 +119,61 @@ class SharpenService:
         if values["threshold"] == 0:
             values["threshold"] = None
         return DiffusionSettings(**values)  # type: ignore[arg-type]
+
+    # ----- routing -------------------------------------------------------------------------------
+
+    @property
+    def profile_path(self) -> Path:
+        return self.paths.data_dir / "calibration.toml"
+
+    def device_class(self) -> DeviceClass:
+        return "gpu" if gpu_offload_available() and self.config.ar.n_gpu_layers != 0 else "cpu"
+
+    def cost_profile(self) -> tuple[CostProfile, str | None]:
+        """The calibration profile (or defaults), and a warning if a saved one could not be used."""
+        return load_profile(self.profile_path, self.device_class())
+
+    def present_engines(self) -> dict[EngineName, str]:
+        """Engine -> model name, for the engines whose model file is present."""
+        present: dict[EngineName, str] = {}
+        for engine, name in (("ar", self.config.models.complete), ("diffusion", self.config.models.draft)):
+            if not name.strip():
+                continue
+            try:
+                if resolve_model(name).path.is_file():
+                    present[engine] = name  # type: ignore[index]
+            except ModelError:
+                continue
+        return present
+
+    def base_plan(self, overrides: DiffusionSettings | None = None) -> DiffusionPlan:
+        settings = overrides or self.diffusion_settings()
+        return DiffusionPlan(settings.steps, settings.block_length, settings.threshold, settings.schedule)
+
+    def route(self, request: Request, policy: Policy | None = None, base: DiffusionSettings | None = None) -> Route:
+        profile, _warning = self.cost_profile()
+        budget = self.config.router.latency_budget_s
+        if request.latency_budget_s is None and budget > 0:
+            request = replace(request, latency_budget_s=budget)
+        try:
+            return decide(
+                request, profile, self.present_engines(), self.base_plan(base), policy or self.config.router.policy
+            )  # type: ignore[arg-type]
+        except NoEngineAvailable as error:
+            raise RoutingError(str(error)) from None
+
+    def calibrate(self, sizes: CalibrationSizes, progress: Progress) -> CostProfile:
+        present = self.present_engines()
+        ar = self.completion_engine() if "ar" in present else None
+        diffusion = self.draft_engine() if "diffusion" in present else None
+        profile = calibrate(self.device_class(), ar, diffusion, sizes, progress)
+        try:
+            save_profile(profile, self.profile_path, write_atomic)
+        except OSError as error:
+            raise RoutingError(
+                f"{self.profile_path}: cannot save the calibration ({error.strerror or error})"
+            ) from None
+        return profile
 
     # ----- requests ------------------------------------------------------------------------------
 

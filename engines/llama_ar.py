@@ -37,6 +37,11 @@ class LlamaSettings:
     seed: int = 0
 
 
+def gpu_offload_available() -> bool:
+    """Whether this llama.cpp build can put layers on a GPU at all."""
+    return bool(llama_cpp.llama_supports_gpu_offload())
+
+
 def available_cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -139,6 +144,11 @@ class LlamaAREngine:
                 f"({reasons}). Check that the file is a model this llama.cpp build supports, "
                 f"or pick another with `sharpen config set models.complete NAME`"
             ) from error
+
+    def forget_cache(self) -> None:
+        """Drop the evaluated prefix, as for a new document (calibration and benchmarks measure cold starts)."""
+        with self._lock:
+            self._llama.reset()
 
     @property
     def context_length(self) -> int:

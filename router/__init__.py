@@ -1,1 +1,1 @@
-"""Decides which engine serves a request (see docs/architecture.md). Not built yet: issue "The router"."""
+"""Decides which engine serves a request, with which settings, and why (docs/architecture.md)."""

@@ -1,0 +1,132 @@
+"""Measure the installed engines on this machine and turn the figures into a cost profile."""
+
+from __future__ import annotations
+
+import platform
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import numpy as np
+
+from engines.diffusion.engine import DiffusionEngine
+from engines.diffusion.settings import DiffusionSettings
+from engines.events import Done, DraftStats, GenerationStats
+from engines.llama_ar import LlamaAREngine
+from router.profile import ArCosts, CostProfile, DeviceClass, DiffusionCosts, default_profile
+
+Progress = Callable[[float, str], None]
+
+PROMPT_TEXT = (
+    "Thank you for the detailed notes from yesterday's planning meeting. I went through the list of open "
+    "questions this morning and I think we can close most of them before the end of the week. "
+)
+INSTRUCTION = "Write a short email to a colleague about moving our weekly meeting to Thursday."
+
+
+@dataclass(frozen=True)
+class CalibrationSizes:
+    prompt_tokens: int = 256
+    decode_tokens: int = 64
+    canvas_sizes: tuple[int, ...] = (64, 128, 256)
+    threshold_tokens: int = 64
+    repeats: int = 2
+
+
+QUICK = CalibrationSizes(prompt_tokens=64, decode_tokens=16, canvas_sizes=(16, 32), threshold_tokens=16, repeats=1)
+
+
+def _done(events: object) -> Done:
+    last = None
+    for last in events:  # type: ignore[attr-defined]  # noqa: B007
+        pass
+    assert isinstance(last, Done)
+    return last
+
+
+def calibrate_ar(engine: LlamaAREngine, sizes: CalibrationSizes, progress: Progress) -> ArCosts:
+    text = (PROMPT_TEXT * (sizes.prompt_tokens // 30 + 2))[: sizes.prompt_tokens * 5]
+    tokens = engine.tokenize(text)[: sizes.prompt_tokens]
+    prompt = engine.detokenize(tokens)
+    rates: list[float] = []
+    per_token: list[float] = []
+    for attempt in range(sizes.repeats):
+        engine.forget_cache()
+        progress(attempt / sizes.repeats * 0.5, "AR: prompt evaluation")
+        cold = _done(engine.complete(prompt, max_tokens=1)).stats
+        assert isinstance(cold, GenerationStats) and cold.time_to_first_token_s
+        rates.append(cold.prompt_tokens / cold.time_to_first_token_s)
+        progress((attempt + 0.5) / sizes.repeats * 0.5, "AR: token generation")
+        warm = _done(engine.complete(prompt + " We", max_tokens=sizes.decode_tokens)).stats
+        assert isinstance(warm, GenerationStats) and warm.time_to_first_token_s is not None
+        if warm.generated_tokens > 1:
+            per_token.append((warm.total_s - warm.time_to_first_token_s) / (warm.generated_tokens - 1))
+    return ArCosts(
+        model=engine.model_name,
+        prompt_tokens_per_s=float(np.median(rates)),
+        seconds_per_token=float(np.median(per_token)) if per_token else ArCosts().seconds_per_token,
+    )
+
+
+def calibrate_diffusion(engine: DiffusionEngine, sizes: CalibrationSizes, progress: Progress) -> DiffusionCosts:
+    backend = engine.backend
+    prompt = engine.draft_prompt(INSTRUCTION, max(sizes.canvas_sizes)).prompt
+    points: list[tuple[int, float]] = []
+    total = len(sizes.canvas_sizes) * sizes.repeats
+    for i, n in enumerate(sizes.canvas_sizes):
+        sequence = np.array([*prompt, *([backend.mask_token_id] * n)])
+        for r in range(sizes.repeats):
+            progress(0.5 + 0.4 * (i * sizes.repeats + r) / total, f"diffusion: a pass over {len(sequence)} positions")
+            backend.reset()
+            start = time.perf_counter()
+            backend.logits(sequence, len(prompt), len(sequence), 0)
+            points.append((len(sequence), time.perf_counter() - start))
+    base, per_position = _fit_line(points)
+    progress(0.9, "diffusion: passes under threshold 0.9")
+    stats = _done(
+        engine.draft(
+            INSTRUCTION, sizes.threshold_tokens, DiffusionSettings(threshold=0.9, block_length=32, stop_at_eos=False)
+        )
+    ).stats
+    assert isinstance(stats, DraftStats)
+    return DiffusionCosts(
+        model=engine.model_name,
+        pass_base_s=base,
+        pass_s_per_position=per_position,
+        threshold_passes_per_token=stats.passes / sizes.threshold_tokens,
+        prefix_cache=backend.uses_prefix_cache,
+    )
+
+
+def _fit_line(points: Sequence[tuple[int, float]]) -> tuple[float, float]:
+    """Least-squares seconds = base + slope x positions, both kept non-negative."""
+    x = np.array([p for p, _ in points], dtype=np.float64)
+    y = np.array([s for _, s in points], dtype=np.float64)
+    if len(set(x)) < 2:
+        return 0.0, float(y.mean() / x.mean())
+    slope, base = np.polyfit(x, y, 1)
+    if base < 0:
+        return 0.0, float((y / x).mean())
+    return float(base), float(max(slope, 0.0))
+
+
+def calibrate(
+    device: DeviceClass,
+    ar: LlamaAREngine | None,
+    diffusion: DiffusionEngine | None,
+    sizes: CalibrationSizes = CalibrationSizes(),
+    progress: Progress = lambda _f, _s: None,
+) -> CostProfile:
+    """Measure what is installed; an engine without a model keeps the device class's default costs."""
+    defaults = default_profile(device)
+    profile = CostProfile(
+        device=device,
+        machine=f"{platform.node()} {platform.machine()} {platform.processor() or ''}".strip(),
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
+        calibrated=True,
+        ar=calibrate_ar(ar, sizes, progress) if ar else defaults.ar,
+        diffusion=calibrate_diffusion(diffusion, sizes, progress) if diffusion else defaults.diffusion,
+    )
+    progress(1.0, "done")
+    return profile

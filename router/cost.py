@@ -1,0 +1,74 @@
+"""The cost model: seconds for an engine to produce N tokens, from a calibration profile.
+
+AR: prompt evaluation + N x time per token. Diffusion: K(N, settings) passes, each costing a fixed
+part plus a part per position in the decoded window. With a prefix cache and blocks, a pass decodes
+from the current block to the end of the canvas (the prompt and the finished blocks stay cached);
+without one, every pass decodes prompt + canvas + suffix.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from router.profile import ArCosts, CostProfile, DiffusionCosts
+from router.request import Estimate
+
+
+@dataclass(frozen=True)
+class DiffusionPlan:
+    """The diffusion settings the cost depends on."""
+
+    steps: int
+    block_length: int
+    threshold: float | None = None
+    schedule: str = "blocks"
+
+
+def passes_for(n: int, plan: DiffusionPlan, costs: DiffusionCosts) -> int:
+    n_blocks = math.ceil(n / plan.block_length) if plan.schedule == "blocks" else 1
+    if plan.threshold is not None:
+        return max(n_blocks, math.ceil(n * costs.threshold_passes_per_token))
+    return max(n_blocks, plan.steps)
+
+
+def pass_seconds(positions: float, costs: DiffusionCosts) -> float:
+    return costs.pass_base_s + costs.pass_s_per_position * positions
+
+
+def estimate_ar(n: int, prompt_tokens: int, costs: ArCosts) -> Estimate:
+    prompt_s = prompt_tokens / costs.prompt_tokens_per_s if costs.prompt_tokens_per_s > 0 else 0.0
+    seconds = prompt_s + n * costs.seconds_per_token
+    return Estimate(
+        "ar", seconds, f"{prompt_tokens} prompt tokens + {n} tokens x {costs.seconds_per_token * 1000:.1f} ms"
+    )
+
+
+def estimate_diffusion(
+    n: int, prompt_tokens: int, suffix_tokens: int, plan: DiffusionPlan, costs: DiffusionCosts
+) -> Estimate:
+    passes = passes_for(n, plan, costs)
+    if costs.prefix_cache and plan.schedule == "blocks":
+        n_blocks = math.ceil(n / plan.block_length)
+        # Block b decodes from its start to the end: on average the canvas minus half the finished blocks.
+        window = suffix_tokens + n - plan.block_length * (n_blocks - 1) / 2
+        # The prompt once, and each block once more when it is finished and joins the cache.
+        cached_s = n_blocks * costs.pass_base_s + costs.pass_s_per_position * (prompt_tokens + n)
+        seconds = passes * pass_seconds(window, costs) + cached_s
+    else:
+        window = prompt_tokens + n + suffix_tokens
+        seconds = passes * pass_seconds(window, costs)
+    detail = f"{passes} passes x {pass_seconds(window, costs) * 1000:.0f} ms over ~{window:.0f} positions"
+    return Estimate("diffusion", seconds, detail)
+
+
+def crossover_tokens(profile: CostProfile, plan_for: object, prompt_tokens: int = 32, limit: int = 4096) -> int | None:
+    """The shortest output length at which diffusion is estimated faster than AR, if any up to `limit`."""
+    for n in range(1, limit + 1):
+        plan = plan_for(n)  # type: ignore[operator]
+        if (
+            estimate_diffusion(n, prompt_tokens, 0, plan, profile.diffusion).seconds
+            < estimate_ar(n, prompt_tokens, profile.ar).seconds
+        ):
+            return n
+    return None

@@ -1,0 +1,107 @@
+"""Routing decisions: fixed rules first, then the policy, always with a reason a user can read."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from router.cost import DiffusionPlan, estimate_ar, estimate_diffusion
+from router.profile import CostProfile
+from router.request import EngineName, Estimate, Policy, Request, Route
+
+SHORT_OUTPUT_TOKENS = 30
+# Fixed-step passes per draft token for each quality preset (threshold decoding, when configured, wins).
+STEPS_PER_TOKEN = {"fast": 1 / 8, "balanced": 1 / 4, "best": 1 / 2}
+
+
+class NoEngineAvailable(Exception):
+    """No engine can serve the request (its model is missing, or the forced engine is)."""
+
+
+def diffusion_plan(request: Request, base: DiffusionPlan) -> DiffusionPlan:
+    """The diffusion settings for this request: the configured ones, with K scaled by the quality preset."""
+    if base.threshold is not None:
+        return base
+    steps = max(1, math.ceil(request.output_tokens * STEPS_PER_TOKEN[request.quality]))
+    n_blocks = math.ceil(request.output_tokens / base.block_length) if base.schedule == "blocks" else 1
+    return DiffusionPlan(max(steps, n_blocks), base.block_length, None, base.schedule)
+
+
+def decide(
+    request: Request,
+    profile: CostProfile,
+    models: Mapping[EngineName, str],
+    base_plan: DiffusionPlan,
+    policy: Policy = "design",
+) -> Route:
+    """Choose an engine for `request` among those whose model is present (`models`: engine -> model name)."""
+    if request.output_tokens < 1:
+        raise ValueError("a request must ask for at least one token")
+    plan = diffusion_plan(request, base_plan)
+    estimates: dict[EngineName, Estimate] = {}
+    if "ar" in models:
+        estimates["ar"] = estimate_ar(request.output_tokens, request.prompt_tokens, profile.ar)
+    if "diffusion" in models:
+        estimates["diffusion"] = estimate_diffusion(
+            request.output_tokens, request.prompt_tokens, request.suffix_tokens, plan, profile.diffusion
+        )
+    engine, reason = _choose(request, estimates, policy)
+    if engine == "ar" and request.kind == "infill" and "diffusion" not in models:
+        reason += "; AR sees only the text before the selection"
+    settings: dict[str, object] = (
+        {"max_tokens": request.output_tokens}
+        if engine == "ar"
+        else {
+            "steps": plan.steps,
+            "block_length": plan.block_length,
+            "threshold": plan.threshold,
+            "schedule": plan.schedule,
+        }
+    )
+    return Route(engine, models[engine], settings, estimates, reason, policy)
+
+
+def _choose(request: Request, estimates: dict[EngineName, Estimate], policy: Policy) -> tuple[EngineName, str]:
+    if not estimates:
+        raise NoEngineAvailable("no model is present for either engine: see `sharpen models`")
+    if request.force_engine is not None:
+        if request.force_engine not in estimates:
+            raise NoEngineAvailable(f"the {request.force_engine} engine was asked for, but its model is not present")
+        return request.force_engine, f"{request.force_engine} asked for explicitly"
+    if len(estimates) == 1:
+        (only,) = estimates
+        missing = "diffusion" if only == "ar" else "AR"
+        return only, f"only the {_label(only)} engine's model is present (no {missing} model configured)"
+    ar, diffusion = estimates["ar"].seconds, estimates["diffusion"].seconds
+    if request.kind == "complete":
+        return "ar", "completions are short and appear token by token: AR"
+    if request.stream_tokens:
+        return "ar", "token-by-token streaming needs AR"
+    if request.output_tokens < SHORT_OUTPUT_TOKENS:
+        return "ar", f"{request.output_tokens} tokens is short (under {SHORT_OUTPUT_TOKENS}): AR"
+    if policy == "fastest":
+        winner: EngineName = "diffusion" if diffusion < ar else "ar"
+        return (
+            winner,
+            f"fastest: {_label(winner)} estimated {min(ar, diffusion):.1f} s against {max(ar, diffusion):.1f} s",
+        )
+    if request.kind == "chat":
+        return "ar", "chat replies stream and may reason step by step: AR"
+    if policy == "quality":
+        why = (
+            "refines the whole draft with both sides in view" if request.kind == "infill" else "refines the whole draft"
+        )
+        return "diffusion", f"quality: diffusion {why}"
+    budget = request.latency_budget_s
+    if budget is not None and diffusion > budget and ar < diffusion:
+        return "ar", (
+            f"diffusion estimated {diffusion:.1f} s breaks the {budget:.1f} s budget; AR estimated {ar:.1f} s"
+        )
+    return (
+        "diffusion",
+        f"{request.kind}s of {request.output_tokens} tokens go to diffusion (estimated {diffusion:.1f} s)",
+    )
+
+
+def _label(engine: EngineName) -> str:
+    return "AR" if engine == "ar" else "diffusion"
