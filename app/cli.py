@@ -52,6 +52,7 @@ def _run_stream(events: Iterator[Event], as_json: bool, model: Callable[[], str]
     if as_json:
         payload = {
             "text": done.text,
+            "engine": "ar",
             "model": model(),
             "finish_reason": stats.finish_reason,
             "tokens": {
@@ -153,6 +154,7 @@ def _run_draft(
     if args.json:
         payload = {
             "text": done.text,
+            "engine": "diffusion",
             "model": service.draft_engine().model_name,
             "finish_reason": stats.finish_reason,
             "tokens": {

@@ -1,0 +1,75 @@
+"""`sharpen route`, `sharpen calibrate` and drafts going through the router."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
+    assert main(list(args)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_route_without_a_diffusion_model(capsys: pytest.CaptureFixture[str]) -> None:
+    route = run_json(capsys, "route", "--kind", "draft", "--tokens", "200", "--json")
+    assert route["engine"] == "ar" and "only the AR engine" in route["reason"]
+    assert route["calibrated"] is False and set(route["estimates"]) == {"ar"}
+
+
+def test_route_explain_shows_both_estimates(tiny_cacheable_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["config", "set", "models.draft", str(tiny_cacheable_path)]) == 0
+    capsys.readouterr()
+    assert main(["route", "--kind", "draft", "--tokens", "200", "--explain", "--budget", "0.001"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("AR (smollm2-135m-instruct): diffusion estimated")
+    assert "breaks the 0.0 s budget" in out and "diffusion" in out and " s  " in out and "settings:" in out
+    route = run_json(capsys, "route", "--kind", "complete", "--tokens", "12", "--json")
+    assert route["engine"] == "ar" and set(route["estimates"]) == {"ar", "diffusion"}
+    forced = run_json(capsys, "route", "--kind", "complete", "--tokens", "12", "--engine", "diffusion", "--json")
+    assert forced["engine"] == "diffusion" and forced["settings"]["block_length"] == 32
+
+
+def test_calibrate_quick_then_show(
+    tiny_cacheable_path: Path, sharpen_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["config", "set", "models.draft", str(tiny_cacheable_path)]) == 0
+    assert main(["calibrate", "--quick"]) == 0
+    out = capsys.readouterr().out
+    assert "calibrated = true" in out and "[diffusion]" in out and "# diffusion is" in out
+    assert (sharpen_home / "data" / "calibration.toml").is_file()
+    assert main(["calibrate", "--show"]) == 0
+    assert "calibrated = true" in capsys.readouterr().out
+    route = run_json(capsys, "route", "--kind", "draft", "--tokens", "100", "--json")
+    assert route["calibrated"] is True
+
+
+def test_corrupt_profile_warns_and_routes_on_defaults(sharpen_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    profile = sharpen_home / "data" / "calibration.toml"
+    profile.parent.mkdir(parents=True)
+    profile.write_text("not [valid toml")
+    assert main(["route", "--kind", "draft", "--tokens", "100"]) == 0
+    captured = capsys.readouterr()
+    assert "warning" in captured.err and "using defaults" in captured.err
+    assert captured.out.startswith("AR")
+
+
+def test_draft_without_a_diffusion_model_goes_to_ar(capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_json(capsys, "draft", "Write a one-line note to Sam.", "--tokens", "40", "--json")
+    assert result["text"].strip() and result["model"] == "smollm2-135m-instruct" and result["engine"] == "ar"
+    assert main(["draft", "Write a note.", "--tokens", "40", "--engine", "diffusion"]) == 1
+    assert "diffusion engine was asked for" in capsys.readouterr().err
+
+
+def test_draft_reports_the_route_reason(tiny_cacheable_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["config", "set", "models.draft", str(tiny_cacheable_path)]) == 0
+    assert main(["config", "set", "router.latency_budget_s", "0"]) == 0
+    capsys.readouterr()
+    assert main(["draft", "Write a note.", "--tokens", "40", "--quality", "fast"]) == 0
+    err = capsys.readouterr().err
+    assert "sharpen: diffusion: drafts of 40 tokens go to diffusion" in err
+    assert "40 tokens in 5 passes" in err  # K = N/8 for "fast"

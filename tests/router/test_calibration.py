@@ -1,0 +1,68 @@
+"""Calibration on the real engines at a reduced size, and the profile file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.atomic import write_atomic
+from engines.diffusion.engine import DiffusionEngine
+from engines.diffusion.llama_backend import LlamaDiffusionBackend
+from engines.llama_ar import LlamaAREngine
+from router.calibration import QUICK, calibrate
+from router.profile import CostProfile, default_profile, load_profile, save_profile
+
+
+@pytest.fixture(scope="module")
+def measured(ar_engine: LlamaAREngine, tiny_cacheable_path: Path) -> CostProfile:
+    diffusion = DiffusionEngine(LlamaDiffusionBackend(tiny_cacheable_path), "tiny-cacheable")
+    seen: list[float] = []
+    profile = calibrate("cpu", ar_engine, diffusion, QUICK, lambda fraction, _label: seen.append(fraction))
+    assert seen == sorted(seen) and seen[-1] == 1.0
+    return profile
+
+
+def test_calibration_measures_both_engines(measured: CostProfile) -> None:
+    assert measured.calibrated and measured.device == "cpu"
+    assert measured.ar.model == "smollm2-135m-instruct"
+    # This model generates tens of tokens per second and evaluates prompts faster than it generates.
+    assert 0.001 < measured.ar.seconds_per_token < 1.0
+    assert measured.ar.prompt_tokens_per_s > 1 / measured.ar.seconds_per_token
+    assert measured.diffusion.model == "tiny-cacheable" and measured.diffusion.prefix_cache
+    assert measured.diffusion.pass_base_s >= 0 and measured.diffusion.pass_s_per_position > 0
+    assert 0 < measured.diffusion.threshold_passes_per_token <= 1
+
+
+def test_without_a_diffusion_model_its_costs_stay_default(ar_engine: LlamaAREngine) -> None:
+    profile = calibrate("cpu", ar_engine, None, QUICK)
+    assert profile.diffusion == default_profile("cpu").diffusion
+
+
+def test_profile_round_trip(tmp_path: Path, measured: CostProfile) -> None:
+    path = tmp_path / "calibration.toml"
+    save_profile(measured, path, write_atomic)
+    loaded, warning = load_profile(path, "cpu")
+    assert warning is None and loaded == measured
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("version = 1\n[ar\n", "cannot read"),
+        ("version = 7\n", "version 7"),
+        ("version = 1\n[ar]\nseconds_per_token = 'fast'\n", "wrong type"),
+        ("version = 1\n[ar]\nseconds_per_token = -1.0\n", "negative"),
+        ("version = 1\n[diffusion]\nwarp = 1.0\n", "unknown keys"),
+    ],
+)
+def test_a_corrupt_profile_falls_back_to_defaults_with_a_warning(tmp_path: Path, text: str, why: str) -> None:
+    path = tmp_path / "calibration.toml"
+    path.write_text(text)
+    profile, warning = load_profile(path, "gpu")
+    assert profile == default_profile("gpu")
+    assert warning is not None and why in warning and str(path) in warning
+
+
+def test_no_profile_means_defaults_silently(tmp_path: Path) -> None:
+    assert load_profile(tmp_path / "none.toml", "cpu") == (default_profile("cpu"), None)

@@ -1,0 +1,120 @@
+"""Routing decisions: a decision table, and properties of the cost model (hypothesis)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from router.cost import DiffusionPlan, crossover_tokens, estimate_ar, estimate_diffusion, passes_for
+from router.policy import NoEngineAvailable, decide, diffusion_plan
+from router.profile import ArCosts, CostProfile, DiffusionCosts, default_profile
+from router.request import EngineName, Request
+
+BOTH: dict[EngineName, str] = {"ar": "smollm2", "diffusion": "llada"}
+BASE = DiffusionPlan(steps=64, block_length=32)
+CPU = default_profile("cpu")
+# A machine where diffusion passes are cheap (a GPU-like profile).
+FAST_DIFFUSION = CostProfile(
+    ar=ArCosts(prompt_tokens_per_s=3000, seconds_per_token=0.02),
+    diffusion=DiffusionCosts(pass_base_s=0.03, pass_s_per_position=0.0001, threshold_passes_per_token=0.25),
+)
+
+
+@pytest.mark.parametrize(
+    ("request_", "profile", "models", "policy", "engine", "reason"),
+    [
+        (Request("complete", 16), CPU, BOTH, "design", "ar", "completions"),
+        (Request("complete", 200), FAST_DIFFUSION, BOTH, "fastest", "ar", "completions"),
+        (Request("draft", 200, stream_tokens=True), FAST_DIFFUSION, BOTH, "design", "ar", "streaming needs AR"),
+        (Request("draft", 20), FAST_DIFFUSION, BOTH, "design", "ar", "short (under 30)"),
+        (Request("draft", 200), FAST_DIFFUSION, BOTH, "design", "diffusion", "drafts of 200 tokens go to diffusion"),
+        (Request("infill", 100), FAST_DIFFUSION, BOTH, "design", "diffusion", "infills of 100 tokens"),
+        (Request("draft", 200), CPU, BOTH, "design", "diffusion", "go to diffusion"),
+        (Request("draft", 200, latency_budget_s=5), CPU, BOTH, "design", "ar", "breaks the 5.0 s budget"),
+        (Request("draft", 200, latency_budget_s=500), CPU, BOTH, "design", "diffusion", "go to diffusion"),
+        (Request("draft", 200), CPU, BOTH, "fastest", "ar", "fastest: AR"),
+        (Request("draft", 400), FAST_DIFFUSION, BOTH, "fastest", "diffusion", "fastest: diffusion"),
+        (Request("draft", 200, latency_budget_s=1), CPU, BOTH, "quality", "diffusion", "quality"),
+        (Request("infill", 64), CPU, BOTH, "quality", "diffusion", "both sides"),
+        (Request("chat", 200), FAST_DIFFUSION, BOTH, "design", "ar", "chat replies"),
+        (Request("draft", 200), CPU, {"ar": "smollm2"}, "design", "ar", "only the AR engine"),
+        (Request("infill", 200), CPU, {"ar": "smollm2"}, "quality", "ar", "AR sees only the text before"),
+        (Request("complete", 16), CPU, {"diffusion": "llada"}, "design", "diffusion", "only the diffusion"),
+        (Request("complete", 16, force_engine="diffusion"), CPU, BOTH, "design", "diffusion", "asked for"),
+        (Request("draft", 300, force_engine="ar"), FAST_DIFFUSION, BOTH, "design", "ar", "asked for"),
+    ],
+)
+def test_decision_table(
+    request_: Request, profile: CostProfile, models: dict[EngineName, str], policy: str, engine: str, reason: str
+) -> None:
+    route = decide(request_, profile, models, BASE, policy)  # type: ignore[arg-type]
+    assert route.engine == engine
+    assert reason in route.reason
+    assert route.model == models[route.engine]  # type: ignore[index]
+    assert set(route.estimates) == set(models)
+    if engine == "ar":
+        assert route.settings == {"max_tokens": request_.output_tokens}
+    else:
+        assert route.settings["block_length"] == 32 and route.settings["steps"] >= 1
+
+
+def test_nothing_present_or_forced_missing() -> None:
+    with pytest.raises(NoEngineAvailable, match="no model is present"):
+        decide(Request("draft", 100), CPU, {}, BASE)
+    with pytest.raises(NoEngineAvailable, match="diffusion engine was asked for"):
+        decide(Request("draft", 100, force_engine="diffusion"), CPU, {"ar": "x"}, BASE)
+
+
+def test_quality_presets_scale_the_passes() -> None:
+    steps = {q: diffusion_plan(Request("draft", 256, quality=q), BASE).steps for q in ("fast", "balanced", "best")}
+    assert steps == {"fast": 32, "balanced": 64, "best": 128}
+    threshold = DiffusionPlan(steps=64, block_length=32, threshold=0.9)
+    assert diffusion_plan(Request("draft", 256, quality="best"), threshold) == threshold
+    # Never fewer passes than blocks.
+    assert diffusion_plan(Request("draft", 256, quality="fast"), DiffusionPlan(64, 4)).steps == 64
+
+
+def test_crossover_exists_only_where_passes_are_cheap() -> None:
+    def plan(n: int) -> DiffusionPlan:
+        return diffusion_plan(Request("draft", n), BASE)
+
+    assert crossover_tokens(CPU, plan) is None
+    crossover = crossover_tokens(FAST_DIFFUSION, plan)
+    assert crossover is not None and 1 < crossover < 4096
+
+
+costs = st.builds(
+    DiffusionCosts,
+    pass_base_s=st.floats(0, 1),
+    pass_s_per_position=st.floats(0, 0.01),
+    threshold_passes_per_token=st.floats(0.01, 1),
+    prefix_cache=st.booleans(),
+)
+ar_costs = st.builds(ArCosts, prompt_tokens_per_s=st.floats(1, 10_000), seconds_per_token=st.floats(0.0001, 1))
+plans = st.builds(
+    DiffusionPlan,
+    steps=st.integers(1, 512),
+    block_length=st.sampled_from([8, 16, 32, 64]),
+    threshold=st.one_of(st.none(), st.floats(0.5, 1)),
+)
+
+
+@given(n=st.integers(1, 2000), extra=st.integers(1, 500), prompt=st.integers(0, 2000), ar=ar_costs)
+def test_ar_estimate_grows_with_n(n: int, extra: int, prompt: int, ar: ArCosts) -> None:
+    assert estimate_ar(n + extra, prompt, ar).seconds > estimate_ar(n, prompt, ar).seconds
+
+
+@given(n=st.integers(1, 2000), extra=st.integers(1, 500), prompt=st.integers(0, 500), diff=costs, plan=plans)
+def test_diffusion_estimate_never_shrinks_with_n(
+    n: int, extra: int, prompt: int, diff: DiffusionCosts, plan: DiffusionPlan
+) -> None:
+    longer = estimate_diffusion(n + extra, prompt, 0, plan, diff).seconds
+    assert longer >= estimate_diffusion(n, prompt, 0, plan, diff).seconds - 1e-9
+    assert passes_for(n, plan, diff) >= -(-n // plan.block_length)
+
+
+@given(n=st.integers(30, 2000), ar=ar_costs, diff=costs, quality=st.sampled_from(["fast", "balanced", "best"]))
+def test_fastest_picks_the_lower_estimate(n: int, ar: ArCosts, diff: DiffusionCosts, quality: str) -> None:
+    route = decide(Request("draft", n, quality=quality), CostProfile(ar=ar, diffusion=diff), BOTH, BASE, "fastest")  # type: ignore[arg-type]
+    assert route.estimates[route.engine].seconds == min(e.seconds for e in route.estimates.values())
