@@ -17,7 +17,7 @@ from app.paths import sharpen_paths
 from app.service import SharpenError, SharpenService
 from app.traces import save_trace
 from engines.diffusion.settings import ALGORITHMS, SCHEDULES, DiffusionSettings
-from engines.diffusion.trace import TraceError
+from engines.diffusion.trace import TraceError, load_trace
 from engines.events import Done, DraftStats, Event, Pass, Token
 from models.gguf_info import inspect_gguf
 from router.calibration import QUICK, CalibrationSizes
@@ -380,9 +380,18 @@ def _add_draft_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quality", choices=QUALITIES, help="passes per token preset (config: router.quality)")
 
 
+def _command_names(parser: argparse.ArgumentParser) -> set[str]:
+    for action in parser._subparsers._group_actions if parser._subparsers else []:
+        if isinstance(action, argparse._SubParsersAction):
+            return set(action.choices)
+    return set()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sharpen",
+        usage="sharpen [FILE] | sharpen COMMAND ...",
+        epilog="With no command, or with a FILE, Sharpen opens its editor (the TUI).",
         description="A local, offline writing assistant: autocomplete from a llama.cpp model, "
         "drafts from a diffusion model.",
     )
@@ -440,6 +449,10 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--quick", action="store_true", help="a smaller, faster measurement")
     calibrate.set_defaults(handler=cmd_calibrate)
 
+    replay = commands.add_parser("replay", help="open the playback of a saved refinement trace")
+    replay.add_argument("trace", help="a trace file saved by `sharpen draft --trace` or the TUI")
+    replay.set_defaults(handler=cmd_replay)
+
     config = commands.add_parser("config", help="show or change settings")
     config_actions = config.add_subparsers(dest="action", metavar="ACTION", required=True)
     config_actions.add_parser("path", help="print the config file's path")
@@ -460,8 +473,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def run_tui(document: Path | None = None, trace: Path | None = None) -> int:
+    """Open the TUI (Textual is imported here, so the other commands start without it)."""
+    from ui.app import SharpenApp
+
+    SharpenApp(_service(), document=document, trace=trace).run()
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    load_trace(args.trace)  # a bad file fails here, with a clear message, before the screen opens
+    return run_tui(trace=Path(args.trace))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    commands = _command_names(parser)
+    if not argv or (not argv[0].startswith("-") and argv[0] not in commands):
+        document = Path(argv[0]).expanduser() if argv else None
+        try:
+            return run_tui(document)
+        except SharpenError as error:
+            print(f"sharpen: error: {error}", file=sys.stderr)
+            return EXIT_ERROR
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

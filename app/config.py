@@ -123,6 +123,33 @@ class RouterSection:
 
 
 @dataclass(frozen=True)
+class UiSection:
+    autocomplete: bool = setting(True, "show ghost-text completions while typing")
+    debounce_ms: int = setting(200, "pause after a keystroke before a completion is asked for", between(0, 2000))
+    suggestion_tokens: int = setting(24, "longest ghost-text suggestion, in tokens", between(1, 256))
+    max_chars_right_of_cursor: int = setting(
+        8, "no automatic suggestion when more characters than this follow the cursor on its line", at_least(0)
+    )
+    autosave_s: float = setting(5.0, "seconds between autosaves of the open document", between(0.5, 600.0))
+
+
+@dataclass(frozen=True)
+class KeysSection:
+    accept_suggestion: str = setting("tab", "accept the whole suggestion", not_empty)
+    accept_word: str = setting("ctrl+right", "accept the next word of the suggestion", not_empty)
+    dismiss: str = setting("escape", "dismiss the suggestion, or cancel a draft", not_empty)
+    toggle_autocomplete: str = setting("ctrl+t", "turn ghost-text autocomplete on or off", not_empty)
+    draft: str = setting("ctrl+d", "draft text at the cursor", not_empty)
+    rewrite: str = setting("ctrl+r", "rewrite the selection", not_empty)
+    accept_draft: str = setting("ctrl+enter,ctrl+y", "insert the finished draft", not_empty)
+    playback: str = setting("f5", "play back the last draft's refinement", not_empty)
+    save: str = setting("ctrl+s", "save the document", not_empty)
+    models: str = setting("f2", "show the models and switch between them", not_empty)
+    help: str = setting("f1", "show the keys", not_empty)
+    quit: str = setting("ctrl+q", "save an autosave and quit", not_empty)
+
+
+@dataclass(frozen=True)
 class Config:
     models: ModelsSection = field(default_factory=ModelsSection)
     ar: ArSection = field(default_factory=ArSection)
@@ -130,6 +157,8 @@ class Config:
     chat: ChatSection = field(default_factory=ChatSection)
     diffusion: DiffusionSection = field(default_factory=DiffusionSection)
     router: RouterSection = field(default_factory=RouterSection)
+    ui: UiSection = field(default_factory=UiSection)
+    keys: KeysSection = field(default_factory=KeysSection)
 
 
 _TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "bool": bool}

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from app.atomic import write_atomic
-from app.config import Config, ConfigError, load_config
+from app.config import Config, ConfigError, load_config, set_value
 from app.paths import SharpenPaths, sharpen_paths
 from engines.cancel import CancelToken
 from engines.diffusion.engine import DiffusionEngine
@@ -263,6 +263,19 @@ class SharpenService:
         )
         trace.record(done)
         return trace
+
+    def use_model(self, role: str, name: str) -> None:
+        """Point a role ("complete" or "draft") at a model, in the config file and in this session."""
+        if role not in ("complete", "draft"):
+            raise ConfigError(f"unknown role {role!r}: use complete or draft")
+        resolve_model(name)  # an unknown name fails here, before the config changes
+        set_value(self.paths.config_file, f"models.{role}", name)
+        with self._engine_lock:
+            self.config = replace(self.config, models=replace(self.config.models, **{role: name}))
+            if role == "complete":
+                self._completion_engine = None
+            else:
+                self._draft_engine = None
 
     # ----- models --------------------------------------------------------------------------------
 

@@ -1,0 +1,120 @@
+"""TUI responsiveness while a draft refines: keypress-to-echo latency and refinement frames per second.
+
+Headless (Textual's run_test). A 256-token draft refines in a worker thread while the benchmark posts
+key events to the app, as the terminal driver does; a keystroke's latency runs from posting the key
+until the editor holds the character (the screen refresh follows within Textual's frame interval).
+Frames per second counts the refinement view's renders during the draft. Two models: the tiny
+random-weight diffusion GGUF (passes arrive as fast as llama.cpp makes them: a stress test for the UI)
+and the 135M stand-in (bench/stand_in.py: passes cost what a small real model's cost, and compete with
+the UI for the two cores).
+
+    .venv/bin/python bench/tui.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from fixture_models import write_tiny_model
+from machine import describe_machine
+from stand_in import write_stand_in
+from textual import events
+
+from app.config import Config, DiffusionSection, ModelsSection, RouterSection, UiSection
+from app.paths import sharpen_paths
+from app.service import SharpenService
+from models.catalogue import resolve_model
+from ui.app import SharpenApp
+from ui.refinement import RefinementView
+
+OUT = Path(__file__).resolve().parent / "out"
+TOKENS = 256
+
+
+def config_for(model: Path, steps: int) -> Config:
+    return dataclasses.replace(
+        Config(),
+        models=ModelsSection(draft=str(model)),
+        router=RouterSection(policy="quality", latency_budget_s=0.0),
+        diffusion=DiffusionSection(tokens=TOKENS, steps=steps, block_length=32),
+        ui=dataclasses.replace(UiSection(), autocomplete=False),
+    )
+
+
+async def measure(model: Path, steps: int, keystrokes: int) -> tuple[list[float], float, int]:
+    app = SharpenApp(SharpenService(config_for(model, steps), sharpen_paths()))
+    frames: list[float] = []
+    render = RefinementView.render
+
+    def counting_render(view: RefinementView):  # type: ignore[no-untyped-def]
+        frames.append(time.perf_counter())
+        return render(view)
+
+    RefinementView.render = counting_render  # type: ignore[method-assign]
+    latencies: list[float] = []
+    try:
+        async with app.run_test(size=(100, 30)) as pilot:
+            app.service.draft_engine()  # load the model before timing
+            app.start_draft("draft", "Write a long letter to the team about the move", "", TOKENS)
+            started = time.perf_counter()
+            while not app.draft or not app.draft.passes:
+                await pilot.pause(0.01)
+            for i in range(keystrokes):
+                if app.draft.done is not None:
+                    break
+                char = "abcdefghij"[i % 10]
+                expected = app.editor.text + char
+                sent = time.perf_counter()
+                # As the terminal driver does (Pilot.press waits for an idle app, which a refining
+                # draft never is).
+                app.post_message(events.Key(char, char))
+                while app.editor.text != expected:
+                    await asyncio.sleep(0.0005)
+                latencies.append(time.perf_counter() - sent)
+                await asyncio.sleep(0.05)
+            while app.draft.done is None:
+                await pilot.pause(0.05)
+            elapsed = time.perf_counter() - started
+            passes = len(app.draft.passes)
+    finally:
+        RefinementView.render = render  # type: ignore[method-assign]
+    during = [f for f in frames if started <= f <= started + elapsed]
+    return latencies, len(during) / elapsed, passes
+
+
+def report(name: str, latencies: list[float], fps: float, passes: int) -> None:
+    ordered = sorted(latencies)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))] * 1000
+    print(
+        f"{name:28} keys {len(latencies):3} | echo p50 {statistics.median(latencies) * 1000:6.1f} ms, "
+        f"p95 {p95:6.1f} ms (target <= 50) | {passes:3} passes | view {fps:5.1f} frames/s (target >= 20)"
+    )
+
+
+def main() -> None:
+    print(f"machine: {describe_machine()}")
+    with tempfile.TemporaryDirectory() as home:
+        os.environ["SHARPEN_HOME"] = home
+        tiny = write_tiny_model(OUT / "tiny-cacheable.gguf", causal=False, mask_token_id=16, shift_logits=False)
+        stand_in = write_stand_in(
+            resolve_model("smollm2-135m-instruct").path, OUT / "smollm2-cacheable.gguf", arch="llama", causal=False
+        )
+        for name, model, steps, keys in (
+            ("tiny model, K=N=256", tiny, TOKENS, 60),
+            ("135M stand-in, K=N/8=32", stand_in, TOKENS // 8, 60),
+        ):
+            latencies, fps, passes = asyncio.run(measure(model, steps, keys))
+            report(name, latencies, fps, passes)
+
+
+if __name__ == "__main__":
+    main()

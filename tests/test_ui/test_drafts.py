@@ -1,0 +1,121 @@
+"""Drafts in the TUI: routed, animated pass by pass, cancelled, accepted; rewrites; keystrokes during a draft."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual import events
+from textual.pilot import Pilot
+from ui_support import AppFactory, make_config
+
+from ui.app import SharpenApp
+from ui.screens.dialogs import DraftPromptScreen
+
+
+async def wait_until(pilot: Pilot, condition, seconds: float = 30.0) -> bool:  # type: ignore[no-untyped-def]
+    for _ in range(int(seconds / 0.05)):
+        if condition():
+            return True
+        await pilot.pause(0.05)
+    return condition()
+
+
+async def ask_for_draft(pilot: Pilot, app: SharpenApp, prompt: str, tokens: int) -> None:
+    await pilot.press("ctrl+d")
+    assert isinstance(app.screen, DraftPromptScreen)
+    await pilot.press(*prompt)
+    tokens_input = app.screen.query_one("#draft-tokens")
+    tokens_input.value = str(tokens)  # type: ignore[attr-defined]
+    await pilot.press("enter")
+
+
+async def test_a_draft_animates_and_is_inserted(make_app: AppFactory, tiny_cacheable_path: Path) -> None:
+    app = make_app(config=make_config(tiny_cacheable_path, autocomplete=False))
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.editor.load_text("Hi team,\n")
+        app.editor.move_cursor(app.editor.document.end)
+        await ask_for_draft(pilot, app, "Write a note about Friday", 48)
+        assert app.panel.has_class("open")
+        assert await wait_until(pilot, lambda: app.draft is not None and app.draft.done is not None)
+        info = app.status.info
+        assert info.engine == "diffusion" and info.state == "draft ready"
+        assert "quality" in info.reason
+        # K = N/4 for "balanced"; every pass is kept for playback, in order.
+        assert info.passes == 12
+        assert [p.index for p in app.draft.passes] == list(range(12))  # type: ignore[union-attr]
+        assert app.panel.view.current is app.draft.passes[-1]  # type: ignore[union-attr]
+        draft_text = app.draft.done.text  # type: ignore[union-attr]
+        await pilot.press("ctrl+y")
+        assert app.editor.text == "Hi team,\n" + draft_text
+        assert not app.panel.has_class("open") and app.draft is None
+
+
+async def test_escape_cancels_a_running_draft(make_app: AppFactory, tiny_cacheable_path: Path) -> None:
+    app = make_app(config=make_config(tiny_cacheable_path, autocomplete=False))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ask_for_draft(pilot, app, "Write a long story", 512)
+        assert await wait_until(pilot, lambda: app.draft is not None and len(app.draft.passes) >= 1)
+        await pilot.press("escape")
+        assert await wait_until(pilot, lambda: app.draft is not None and app.draft.done is not None)
+        assert app.draft.done.stats.finish_reason == "cancelled"  # type: ignore[union-attr]
+        assert len(app.draft.passes) < 128  # type: ignore[union-attr]
+        assert app.status.info.state == "cancelled"
+        await pilot.press("escape")
+        assert app.draft is None and not app.panel.has_class("open")
+
+
+async def test_keystrokes_echo_while_a_draft_refines(make_app: AppFactory, tiny_cacheable_path: Path) -> None:
+    # "best": K = N/2 = 256 passes, a few seconds of refining on the tiny model.
+    app = make_app(config=make_config(tiny_cacheable_path, quality="best", autocomplete=False))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ask_for_draft(pilot, app, "Write a long story", 512)
+        assert await wait_until(pilot, lambda: app.draft is not None and len(app.draft.passes) >= 1)
+        app.editor.focus()
+        # Keys are posted as the terminal driver posts them: Pilot.press waits for an idle app, and
+        # an app showing a refining draft is never idle.
+        for count, char in enumerate("typing", start=1):
+            app.post_message(events.Key(char, char))
+            assert await wait_until(pilot, lambda n=count: len(app.editor.text) == n, seconds=2.0)
+        assert app.draft is not None and app.draft.done is None, "the draft was still refining"
+        assert app.editor.text == "typing"
+        await pilot.press("escape")
+        assert await wait_until(pilot, lambda: app.draft is not None and app.draft.done is not None)
+
+
+async def test_rewrite_replaces_the_selection(make_app: AppFactory, tiny_cacheable_path: Path) -> None:
+    app = make_app(config=make_config(tiny_cacheable_path, autocomplete=False))
+    async with app.run_test(size=(80, 24)) as pilot:
+        before, selected, after = (
+            "Dear Sam, ",
+            "thank you so much for the lovely flowers and the card you sent last week, they made my day " * 2,
+            " Best, Ana",
+        )
+        app.editor.load_text(before + selected + after)
+        app.editor.move_cursor((0, len(before)))
+        app.editor.move_cursor((0, len(before) + len(selected)), select=True)
+        assert app.editor.selected_text == selected
+        await pilot.press("ctrl+r")
+        assert await wait_until(pilot, lambda: app.draft is not None and app.draft.done is not None)
+        assert app.draft.kind == "infill" and app.status.info.engine == "diffusion"  # type: ignore[union-attr]
+        replacement = app.draft.done.text  # type: ignore[union-attr]
+        await pilot.press("ctrl+y")
+        assert app.editor.text == before + replacement + after
+
+
+async def test_without_a_diffusion_model_drafts_stream_from_ar(make_app: AppFactory) -> None:
+    app = make_app(config=make_config(None, autocomplete=False))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ask_for_draft(pilot, app, "Say hello to Sam", 40)
+        assert await wait_until(pilot, lambda: app.draft is not None and app.draft.done is not None)
+        assert app.status.info.engine == "ar" and "only the AR engine" in app.status.info.reason
+        assert app.panel.view.streamed.strip()
+        await pilot.press("f5")
+        assert app.screen is app.screen_stack[0], "an AR draft has no passes to play back"
+
+
+async def test_rewrite_needs_a_selection(make_app: AppFactory) -> None:
+    app = make_app(config=make_config(None, autocomplete=False))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("ctrl+r")
+        assert app.draft is None
+        assert any("select the text" in n.message for n in app._notifications)

@@ -1,0 +1,137 @@
+"""Playback, traces, autosave and recovery, saving, models, keys and commands."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from ui_support import AppFactory, make_config
+
+from app.config import KeysSection
+from engines.diffusion.trace import load_trace
+from ui.screens.dialogs import DraftPromptScreen, RecoveryScreen
+from ui.screens.help import HelpScreen
+from ui.screens.models import ModelsScreen
+from ui.screens.playback import PlaybackScreen
+
+
+async def test_replay_opens_playback_and_steps(make_app: AppFactory, fixed_trace: Path, sharpen_home: Path) -> None:
+    app = make_app(trace=fixed_trace)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, PlaybackScreen)
+        last = len(screen.trace.passes) - 1
+        assert screen.position == last
+        await pilot.press("home")
+        assert screen.position == 0
+        await pilot.press("right", "right")
+        assert screen.position == 2
+        await pilot.press("left")
+        assert screen.position == 1
+        view = screen.query_one("#playback-view")
+        assert view.current is screen.trace.passes[1]  # type: ignore[attr-defined]
+        await pilot.press("plus", "plus", "plus", "space")
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if screen.position == last:
+                break
+        assert screen.position == last and screen.timer is None, "playback runs to the end and stops"
+        await pilot.press("s")
+        saved = list((sharpen_home / "data" / "traces").glob("*.jsonl"))
+        assert len(saved) == 1 and load_trace(saved[0]).passes == screen.trace.passes
+        await pilot.press("escape")
+        assert not isinstance(app.screen, PlaybackScreen)
+
+
+async def test_autosave_and_recovery_after_a_kill(make_app: AppFactory, tmp_path: Path) -> None:
+    document = tmp_path / "letter.txt"
+    document.write_text("Dear Sam,\n")
+    app = make_app(config=make_config(autocomplete=False), document=document)
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert app.editor.text == "Dear Sam,\n"
+        app.editor.move_cursor(app.editor.document.end)
+        await pilot.press(*"unsaved words")
+        app.autosave()  # what the timer does every few seconds
+    # The process "dies": the file still has the old text; the autosave has the new.
+    assert document.read_text() == "Dear Sam,\n"
+    second = make_app(config=make_config(autocomplete=False), document=document)
+    async with second.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert isinstance(second.screen, RecoveryScreen)
+        await pilot.click("#recover")
+        await pilot.pause()
+        assert second.editor.text == "Dear Sam,\nunsaved words"
+        await pilot.press("ctrl+s")
+        assert document.read_text() == "Dear Sam,\nunsaved words"
+        assert not second.store.autosave_path(document).exists()
+    third = make_app(config=make_config(autocomplete=False), document=document)
+    async with third.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert not isinstance(third.screen, RecoveryScreen), "nothing left to recover after a save"
+
+
+async def test_the_autosave_timer_runs(make_app: AppFactory, tmp_path: Path) -> None:
+    document = tmp_path / "notes.txt"
+    app = make_app(config=make_config(autocomplete=False, autosave_s=0.5), document=document)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press(*"typed")
+        autosave = app.store.autosave_path(document)
+        for _ in range(40):
+            await pilot.pause(0.05)
+            if autosave.exists():
+                break
+        assert autosave.exists() and app.store.recovery(document) is not None
+
+
+async def test_discarding_a_recovery(make_app: AppFactory, tmp_path: Path) -> None:
+    document = tmp_path / "letter.txt"
+    app = make_app(config=make_config(autocomplete=False), document=document)
+    app.store.autosave(document, "lost words")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.click("#discard")
+        await pilot.pause()
+        assert app.editor.text == "" and app.store.recovery(document) is None
+
+
+async def test_keys_can_be_remapped_in_config(make_app: AppFactory) -> None:
+    config = dataclasses.replace(
+        make_config(autocomplete=False), keys=dataclasses.replace(KeysSection(), draft="ctrl+g")
+    )
+    app = make_app(config=config)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("ctrl+d")
+        assert not isinstance(app.screen, DraftPromptScreen)
+        await pilot.press("ctrl+g")
+        assert isinstance(app.screen, DraftPromptScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, DraftPromptScreen)
+
+
+async def test_help_models_and_commands(make_app: AppFactory) -> None:
+    app = make_app(config=make_config(autocomplete=False))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("f1")
+        assert isinstance(app.screen, HelpScreen)
+        names = {row[0] for row in app.screen.keys}
+        assert {"draft", "accept_suggestion", "playback", "quit"} <= names
+        await pilot.press("escape")
+        await pilot.press("f2")
+        assert isinstance(app.screen, ModelsScreen)
+        assert [m.name for m in app.screen.models] == ["smollm2-135m-instruct"]
+        await pilot.press("escape")
+        titles = {command.title for command in app.get_system_commands(app.screen)}
+        assert {"Draft at the cursor", "Rewrite the selection", "Play back the last draft", "Load a trace"} <= titles
+
+
+async def test_save_as_for_an_untitled_document(make_app: AppFactory, tmp_path: Path) -> None:
+    app = make_app(config=make_config(autocomplete=False))
+    target = tmp_path / "new.txt"
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press(*"fresh text", "ctrl+s")
+        await pilot.pause()
+        app.screen.query_one("#path").value = str(target)  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await pilot.pause()
+        assert target.read_text() == "fresh text" and app.document == target

@@ -1,0 +1,59 @@
+"""SVG snapshots of the main screens at 80x24 with animations off (pytest-textual-snapshot)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.pilot import Pilot
+from ui_support import AppFactory, make_config
+
+from engines.diffusion.trace import load_trace
+
+SIZE = (80, 24)
+TEXT = "Dear Sam,\n\nThanks for the notes from Tuesday. I went through the list this morning."
+
+
+def editor_app(make_app: AppFactory):  # type: ignore[no-untyped-def]
+    app = make_app(config=make_config(autocomplete=False))
+
+    async def prepare(pilot: Pilot) -> None:
+        app.editor.cursor_blink = False
+        app.editor.load_text(TEXT)
+        await pilot.pause()
+
+    return app, prepare
+
+
+def test_main_screen(snap_compare, make_app: AppFactory) -> None:  # type: ignore[no-untyped-def]
+    app, prepare = editor_app(make_app)
+    assert snap_compare(app, terminal_size=SIZE, run_before=prepare)
+
+
+def test_help_screen(snap_compare, make_app: AppFactory) -> None:  # type: ignore[no-untyped-def]
+    app, prepare = editor_app(make_app)
+    assert snap_compare(app, terminal_size=SIZE, run_before=prepare, press=["f1"])
+
+
+def test_models_screen(snap_compare, make_app: AppFactory) -> None:  # type: ignore[no-untyped-def]
+    app, prepare = editor_app(make_app)
+    assert snap_compare(app, terminal_size=SIZE, run_before=prepare, press=["f2"])
+
+
+def test_draft_panel_mid_refinement(snap_compare, make_app: AppFactory, fixed_trace: Path) -> None:  # type: ignore[no-untyped-def]
+    app = make_app(config=make_config(autocomplete=False))
+    app.animation_level = "basic"  # this pass's commits coloured by confidence (drawing is not time-based)
+    trace = load_trace(fixed_trace)
+
+    async def prepare(pilot: Pilot) -> None:
+        app.editor.cursor_blink = False
+        app.editor.load_text(TEXT)
+        app.panel.open("Draft: Write a list · 16 tokens")
+        app.panel.view.current = trace.passes[1]
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=prepare)
+
+
+def test_playback_screen(snap_compare, make_app: AppFactory, fixed_trace: Path) -> None:  # type: ignore[no-untyped-def]
+    app = make_app(config=make_config(autocomplete=False), trace=fixed_trace)
+    assert snap_compare(app, terminal_size=SIZE, press=["home", "right"])

@@ -1,0 +1,123 @@
+"""Refinement playback: scrub through a draft's passes, play and pause, change speed, save the trace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import Footer, Label
+
+from app.traces import save_trace
+from engines.diffusion.trace import Trace, TraceError
+from ui.refinement import RefinementView
+
+SPEEDS = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0)
+
+
+class PlaybackScreen(Screen[None]):
+    BINDINGS = [
+        Binding("left", "step(-1)", "Back"),
+        Binding("right", "step(1)", "Forward"),
+        Binding("home", "jump(0)", "First"),
+        Binding("end", "jump(-1)", "Last"),
+        Binding("space", "toggle_play", "Play/pause"),
+        Binding("plus,equals_sign", "speed(1)", "Faster"),
+        Binding("minus", "speed(-1)", "Slower"),
+        Binding("s", "save", "Save trace"),
+        Binding("escape", "close", "Close"),
+    ]
+
+    def __init__(self, trace: Trace, save_dir: Path) -> None:
+        super().__init__()
+        self.trace = trace
+        self.save_dir = save_dir
+        self.position = len(trace.passes) - 1
+        self.speed_index = 2
+        self.timer: Timer | None = None
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(self._title(), id="playback-title", classes="title")
+            with VerticalScroll():
+                yield RefinementView(id="playback-view")
+            yield Label("", id="playback-position")
+        yield Footer()
+
+    def _title(self) -> str:
+        header = self.trace.header
+        return f"Playback: {header.kind} by {header.model} · {header.canvas_length} tokens · {header.prompt[:60]!r}"
+
+    def on_mount(self) -> None:
+        self._show()
+
+    def _show(self) -> None:
+        if not self.trace.passes:
+            self.query_one("#playback-position", Label).update("this trace has no passes")
+            return
+        current = self.trace.passes[self.position]
+        self.query_one("#playback-view", RefinementView).current = current
+        playing = "playing" if self.timer else "paused"
+        self.query_one("#playback-position", Label).update(
+            f"pass {self.position + 1} of {len(self.trace.passes)} · {current.elapsed_s:.2f} s · "
+            f"{playing} at {SPEEDS[self.speed_index]:g} passes/s · ←/→ step · space play · +/- speed · s save"
+        )
+
+    def action_step(self, delta: int) -> None:
+        self._stop()
+        self._move(delta)
+
+    def _move(self, delta: int) -> bool:
+        target = min(max(self.position + delta, 0), len(self.trace.passes) - 1)
+        moved = target != self.position
+        self.position = target
+        self._show()
+        return moved
+
+    def action_jump(self, where: int) -> None:
+        self._stop()
+        self.position = where if where >= 0 else len(self.trace.passes) - 1
+        self._show()
+
+    def action_toggle_play(self) -> None:
+        if self.timer:
+            self._stop()
+        else:
+            if self.position >= len(self.trace.passes) - 1:
+                self.position = 0
+            self.timer = self.set_interval(1 / SPEEDS[self.speed_index], self._tick)
+        self._show()
+
+    def _tick(self) -> None:
+        if not self._move(1):
+            self._stop()
+            self._show()
+
+    def _stop(self) -> None:
+        if self.timer:
+            self.timer.stop()
+            self.timer = None
+
+    def action_speed(self, delta: int) -> None:
+        self.speed_index = min(max(self.speed_index + delta, 0), len(SPEEDS) - 1)
+        if self.timer:
+            self._stop()
+            self.timer = self.set_interval(1 / SPEEDS[self.speed_index], self._tick)
+        self._show()
+
+    def action_save(self) -> None:
+        name = self.trace.header.created.replace(":", "").replace("+", "_")
+        path = self.save_dir / f"trace-{name}.jsonl"
+        try:
+            save_trace(self.trace, path)
+        except TraceError as error:
+            self.notify(str(error), severity="error")
+            return
+        self.notify(f"saved {path}")
+
+    def action_close(self) -> None:
+        self._stop()
+        self.dismiss(None)
