@@ -13,14 +13,16 @@ from app.config import Config, ConfigError, load_config, set_value
 from app.paths import SharpenPaths, sharpen_paths
 from engines.cancel import CancelToken
 from engines.diffusion.engine import DiffusionEngine
-from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
+from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings, check_diffusion_gguf
 from engines.diffusion.settings import DiffusionSettings
 from engines.diffusion.trace import Trace, TraceError, TraceHeader
 from engines.errors import EngineError
 from engines.events import Done, DraftStats, Event, Pass
-from engines.llama_ar import LlamaAREngine, LlamaSettings, TrimPolicy, gpu_offload_available
+from engines.llama_ar import LlamaAREngine, LlamaSettings, TrimPolicy
+from engines.llama_load import gpu_offload_available
 from models.catalogue import catalogue, resolve_model
-from models.errors import ModelError
+from models.errors import ModelError, UnsupportedModel
+from models.gguf_info import inspect_gguf
 from router.calibration import CalibrationSizes, Progress, calibrate
 from router.cost import DiffusionPlan
 from router.policy import NoEngineAvailable, decide
@@ -268,7 +270,14 @@ class SharpenService:
         """Point a role ("complete" or "draft") at a model, in the config file and in this session."""
         if role not in ("complete", "draft"):
             raise ConfigError(f"unknown role {role!r}: use complete or draft")
-        resolve_model(name)  # an unknown name fails here, before the config changes
+        # A missing, corrupt or wrong-kind file fails here, before the config changes.
+        info = inspect_gguf(resolve_model(name).path)
+        if role == "draft":
+            check_diffusion_gguf(info)
+        elif info.is_diffusion:
+            raise UnsupportedModel(
+                info.path, f"is a diffusion model ({info.architecture})", "Completions need an autoregressive model."
+            )
         set_value(self.paths.config_file, f"models.{role}", name)
         with self._engine_lock:
             self.config = replace(self.config, models=replace(self.config.models, **{role: name}))

@@ -109,9 +109,10 @@ def table_sizes(args: argparse.Namespace, ar: LlamaAREngine, full: DiffusionEngi
                 wall, mark, passes = r.wall_s, ">", f">={r.passes}"
             else:
                 wall, mark, passes = r.wall_s, " ", f"{r.passes}"
+            speed = f"{'<' if mark == '>' else ' '}{n / wall:>7.1f}"
             print(
                 f"{n:>4} {label:>10} | {passes:>7} | {mark}{wall:>7.1f} | {r.ms_per_pass:>8.0f} | "
-                f"{n / wall:>7.1f} | {ar_s:>9.2f} | {n / ar_s:>8.1f}"
+                f"{speed} | {ar_s:>9.2f} | {n / ar_s:>8.1f}"
             )
             if n == 256 and label == "K=N/4":
                 sampler_share = r.sampler_share

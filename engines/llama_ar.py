@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import codecs
-import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -13,11 +12,11 @@ from typing import Literal
 
 import llama_cpp
 
-from engines import llama_log
 from engines.cancel import NEVER_CANCELLED, CancelToken
 from engines.chat_template import render_instruction
-from engines.errors import EmptyPromptError, InvalidRequestError, ModelLoadError, PromptTooLongError
+from engines.errors import EmptyPromptError, InvalidRequestError, PromptTooLongError
 from engines.events import Done, EngineInfo, Event, FinishReason, GenerationStats, Token
+from engines.llama_load import ContextShape, gpu_offload_available, open_llama
 from models.errors import UnsupportedModel
 from models.gguf_info import GGUFInfo, inspect_gguf
 
@@ -35,18 +34,6 @@ class LlamaSettings:
     n_batch: int = 512
     n_gpu_layers: int = -1  # -1: every layer, where this llama.cpp build can offload at all
     seed: int = 0
-
-
-def gpu_offload_available() -> bool:
-    """Whether this llama.cpp build can put layers on a GPU at all."""
-    return bool(llama_cpp.llama_supports_gpu_offload())
-
-
-def available_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def trim_left(tokens: Sequence[int], budget: int, keep_first: int = 0) -> tuple[list[int], int]:
@@ -119,31 +106,14 @@ class LlamaAREngine:
 
     def _load(self) -> llama_cpp.Llama:
         settings = self.settings
-        n_ctx = settings.n_ctx
-        if self.gguf.context_length:
-            n_ctx = min(n_ctx, self.gguf.context_length)
-        threads = settings.n_threads or available_cores()
-        gpu_layers = settings.n_gpu_layers if llama_cpp.llama_supports_gpu_offload() else 0
-        llama_log.install()
-        llama_log.clear()
-        try:
-            return llama_cpp.Llama(
-                model_path=str(self.model_path),
-                n_ctx=n_ctx,
-                n_batch=min(settings.n_batch, n_ctx),
-                n_threads=threads,
-                n_threads_batch=threads,
-                n_gpu_layers=gpu_layers,
-                seed=settings.seed,
-                verbose=False,
-            )
-        except (ValueError, RuntimeError, OSError) as error:
-            reasons = "; ".join(llama_log.recent_problems()[-3:]) or str(error)
-            raise ModelLoadError(
-                f"{self.model_path}: llama.cpp could not load this {self.gguf.architecture!r} model "
-                f"({reasons}). Check that the file is a model this llama.cpp build supports, "
-                f"or pick another with `sharpen config set models.complete NAME`"
-            ) from error
+        n_ctx = min(settings.n_ctx, self.gguf.context_length or settings.n_ctx)
+        n_batch = min(settings.n_batch, n_ctx)
+        shape = ContextShape(n_ctx, n_batch, n_batch, settings.n_threads, settings.n_gpu_layers, settings.seed)
+        hint = (
+            "Check that the file is a model this llama.cpp build supports, "
+            "or pick another with `sharpen config set models.complete NAME`"
+        )
+        return open_llama(self.gguf, shape, hint)
 
     def forget_cache(self) -> None:
         """Drop the evaluated prefix, as for a new document (calibration and benchmarks measure cold starts)."""
@@ -156,7 +126,7 @@ class LlamaAREngine:
         return min(self._llama.n_ctx(), len(self._llama.input_ids))
 
     def info(self) -> EngineInfo:
-        offload = llama_cpp.llama_supports_gpu_offload() and self.settings.n_gpu_layers != 0
+        offload = gpu_offload_available() and self.settings.n_gpu_layers != 0
         return EngineInfo(
             name="llama-ar",
             model=self.model_name,

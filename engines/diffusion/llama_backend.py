@@ -19,10 +19,9 @@ import llama_cpp
 import numpy as np
 from llama_cpp import _internals
 
-from engines import llama_log
 from engines.chat_template import render_instruction
-from engines.errors import EngineError, ModelLoadError
-from engines.llama_ar import available_cores
+from engines.errors import EngineError
+from engines.llama_load import ContextShape, open_llama
 from models.errors import UnsupportedModel
 from models.gguf_info import GGUFInfo, inspect_gguf
 
@@ -78,28 +77,9 @@ class LlamaDiffusionBackend:
 
     def _load(self) -> llama_cpp.Llama:
         settings = self.settings
-        n_ctx = settings.n_ctx
-        threads = settings.n_threads or available_cores()
-        llama_log.install()
-        llama_log.clear()
-        try:
-            # Non-causal attention needs the whole sequence in one micro-batch.
-            return llama_cpp.Llama(
-                model_path=str(self.model_path),
-                n_ctx=n_ctx,
-                n_batch=n_ctx,
-                n_ubatch=n_ctx,
-                n_threads=threads,
-                n_threads_batch=threads,
-                n_gpu_layers=settings.n_gpu_layers if llama_cpp.llama_supports_gpu_offload() else 0,
-                verbose=False,
-            )
-        except (ValueError, RuntimeError, OSError) as error:
-            reasons = "; ".join(llama_log.recent_problems()[-3:]) or str(error)
-            raise ModelLoadError(
-                f"{self.model_path}: llama.cpp could not load this {self.gguf.architecture!r} diffusion model "
-                f"({reasons})"
-            ) from error
+        # Non-causal attention needs the whole decoded window in one micro-batch.
+        shape = ContextShape(settings.n_ctx, settings.n_ctx, settings.n_ctx, settings.n_threads, settings.n_gpu_layers)
+        return open_llama(self.gguf, shape, "Check that this llama.cpp build supports the architecture.")
 
     def _mask_token_id(self) -> int:
         from_vocab = int(llama_cpp.llama_vocab_mask(self._vocab))

@@ -135,3 +135,19 @@ async def test_save_as_for_an_untitled_document(make_app: AppFactory, tmp_path: 
         await pilot.press("enter")
         await pilot.pause()
         assert target.read_text() == "fresh text" and app.document == target
+
+
+async def test_models_screen_switches_what_serves_drafts(
+    make_app: AppFactory, tiny_cacheable_path: Path, sharpen_home: Path
+) -> None:
+    app = make_app(config=make_config(autocomplete=False))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("f2")
+        await pilot.press("d")  # the only catalogue model is autoregressive: refused, config untouched
+        await pilot.pause()
+        assert app.service.config.models.draft == ""
+        assert any("not a diffusion model" in n.message for n in app._notifications)
+        app.service.use_model("draft", str(tiny_cacheable_path))
+        assert app.service.config.models.draft == str(tiny_cacheable_path)
+        assert str(tiny_cacheable_path) in (sharpen_home / "config" / "config.toml").read_text()
+        assert "diffusion" in app.service.present_engines()

@@ -5,7 +5,7 @@ Engines: SmolLM2-135M-Instruct (AR) and the 135M diffusion-form stand-in with a 
 `sharpen calibrate`), then every request runs on both engines and the measured times are compared
 with the estimates and with the `fastest` policy's choice.
 
-    .venv/bin/python bench/router.py [--requests 30] [--seed 0]
+    .venv/bin/python bench/routing.py [--requests 30] [--seed 0]
 """
 
 from __future__ import annotations
