@@ -7,7 +7,7 @@ import json
 import logging
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from importlib.metadata import version
 from pathlib import Path
 from typing import TextIO
@@ -211,13 +211,6 @@ def _engine_label(engine: str) -> str:
     return "AR" if engine == "ar" else "diffusion"
 
 
-def _routed_settings(settings: DiffusionSettings, route: Route, args: argparse.Namespace) -> DiffusionSettings:
-    """The router scales K by the quality preset unless the user gave --steps or --threshold."""
-    if args.steps is not None or settings.threshold is not None:
-        return settings
-    return replace(settings, steps=int(route.settings["steps"]))
-
-
 def cmd_draft(args: argparse.Namespace) -> int:
     service = _service()
     prompt = _read_text(args.prompt)
@@ -227,7 +220,7 @@ def cmd_draft(args: argparse.Namespace) -> int:
     if route.engine == "ar":
         events = service.chat(prompt, max_tokens=tokens, temperature=args.temperature)
         return _run_stream(events, args.json, lambda: route.model, sys.stdout)
-    settings = _routed_settings(settings, route, args)
+    settings = service.settings_for_route(route, settings, keep_steps=args.steps is not None)
     events = service.draft(prompt, tokens, settings, chat=not args.no_chat)
     return _run_draft(service, events, args, prompt, "draft", settings)
 
@@ -240,7 +233,7 @@ def cmd_infill(args: argparse.Namespace) -> int:
     if route.engine == "ar":
         events = service.complete(args.before, args.after, max_tokens=tokens, temperature=args.temperature)
         return _run_stream(events, args.json, lambda: route.model, sys.stdout)
-    settings = _routed_settings(settings, route, args)
+    settings = service.settings_for_route(route, settings, keep_steps=args.steps is not None)
     events = service.infill(args.before, args.after, tokens, settings)
     return _run_draft(service, events, args, f"{args.before}\u2026{args.after}", "infill", settings)
 

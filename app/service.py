@@ -152,6 +152,14 @@ class SharpenService:
         settings = overrides or self.diffusion_settings()
         return DiffusionPlan(settings.steps, settings.block_length, settings.threshold, settings.schedule)
 
+    @staticmethod
+    def settings_for_route(route: Route, base: DiffusionSettings, keep_steps: bool = False) -> DiffusionSettings:
+        """The draft settings a diffusion route runs with: the router's K (scaled by the quality preset),
+        unless a confidence threshold decides the passes or the user fixed the steps."""
+        if keep_steps or base.threshold is not None or "steps" not in route.settings:
+            return base
+        return replace(base, steps=int(route.settings["steps"]))
+
     def route(self, request: Request, policy: Policy | None = None, base: DiffusionSettings | None = None) -> Route:
         profile, _warning = self.cost_profile()
         budget = self.config.router.latency_budget_s

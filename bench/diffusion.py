@@ -148,6 +148,7 @@ def main() -> None:
     parser.add_argument("--budget-s", type=float, default=45.0, help="cut a single draft after this long")
     parser.add_argument("--sizes", type=int, nargs="+", default=[64, 128, 256, 512])
     parser.add_argument("--skip-cache", action="store_true", help="skip part 3")
+    parser.add_argument("--only-cache", action="store_true", help="run part 3 alone")
     args = parser.parse_args()
     source = resolve_model("smollm2-135m-instruct").path
     llada_path = write_stand_in(source, OUT / "smollm2-llada.gguf", arch="llada", causal=False)
@@ -156,7 +157,8 @@ def main() -> None:
     print(f"models: {source.name} (AR) and its diffusion-form stand-ins (same weights, not trained for diffusion)")
     ar = LlamaAREngine(source, settings=LlamaSettings(n_ctx=1024))
     full = DiffusionEngine(LlamaDiffusionBackend(llada_path, LlamaDiffusionSettings(n_ctx=1024)), "llada")
-    table_sizes(args, ar, full)
+    if not args.only_cache:
+        table_sizes(args, ar, full)
     if not args.skip_cache:
         prefix_cache(args, cacheable_path)
 

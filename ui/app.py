@@ -298,12 +298,7 @@ class SharpenApp(App[None]):
             return
         settings = None
         if route.engine == "diffusion":
-            base = self.service.diffusion_settings()
-            settings = (
-                base
-                if base.threshold is not None
-                else DiffusionSettings(**{**base.as_dict(), "steps": route.settings["steps"]})
-            )
+            settings = self.service.settings_for_route(route, self.service.diffusion_settings())
         run = DraftRun(kind, prompt, route, settings, self.editor.selected_text)
         self.draft = run
         label = "Rewrite of the selection" if kind == "infill" else f"Draft: {prompt[:70]}"
@@ -404,7 +399,8 @@ class SharpenApp(App[None]):
             self.panel.hint("cancelled · esc closes")
             state = "cancelled"
         else:
-            self.panel.hint("ctrl+enter / ctrl+y inserts · esc drops · f5 plays the passes back")
+            playback = " · f5 plays the passes back" if run.passes else ""
+            self.panel.hint(f"ctrl+enter / ctrl+y inserts · esc drops{playback}")
             state = "draft ready"
         self.status.info = self.status.info.but(
             state=state,
