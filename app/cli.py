@@ -313,6 +313,27 @@ def _progress_bar(fraction: float, label: str) -> None:
     sys.stderr.flush()
 
 
+def cmd_training_data(args: argparse.Namespace) -> int:
+    from app.training_data import make_pairs
+
+    service = _service()
+
+    def report(done: int, total: int, tokens: int) -> None:
+        print(f"\r{done}/{total} drafts, {tokens} tokens", end="", file=sys.stderr, flush=True)
+
+    written = make_pairs(
+        service.completion_engine(),
+        Path(args.out),
+        args.count,
+        seed=args.seed,
+        max_tokens=args.max_tokens,
+        temperature=args.temperature,
+        progress=report,
+    )
+    print(f"\nwrote {written} new drafts to {args.out}", file=sys.stderr)
+    return 0
+
+
 def cmd_config(args: argparse.Namespace) -> int:
     path = sharpen_paths().config_file
     if args.action == "path":
@@ -445,6 +466,16 @@ def build_parser() -> argparse.ArgumentParser:
     replay = commands.add_parser("replay", help="open the playback of a saved refinement trace")
     replay.add_argument("trace", help="a trace file saved by `sharpen draft --trace` or the TUI")
     replay.set_defaults(handler=cmd_replay)
+
+    data = commands.add_parser(
+        "training-data", help="(development) write instruction -> draft pairs with the AR model, for training"
+    )
+    data.add_argument("--out", default="models/training/data/drafts.jsonl", help="JSON Lines file, appended to")
+    data.add_argument("--count", type=int, default=1000, help="how many instructions (resumes where it stopped)")
+    data.add_argument("--seed", type=int, default=0, help="which list of instructions")
+    data.add_argument("--max-tokens", type=int, default=200)
+    data.add_argument("--temperature", type=float, default=0.8)
+    data.set_defaults(handler=cmd_training_data)
 
     config = commands.add_parser("config", help="show or change settings")
     config_actions = config.add_subparsers(dest="action", metavar="ACTION", required=True)
