@@ -50,12 +50,18 @@ class ScriptedBackend:
 
 
 def one_hot_logits(targets: Sequence[int], confidence: Sequence[float]) -> np.ndarray:
-    """Logits where position i predicts targets[i] with probability confidence[i] (rest spread evenly)."""
+    """Logits where position i predicts targets[i] with probability confidence[i].
+
+    The rest is spread evenly over the other tokens but the mask token, which a trained model never
+    predicts (and which the sampler never commits).
+    """
     rows = np.zeros((len(targets), VOCAB), dtype=np.float64)
     for i, (target, p) in enumerate(zip(targets, confidence, strict=True)):
-        rest = (1 - p) / (VOCAB - 1)
+        rest = (1 - p) / (VOCAB - 2)
         rows[i, :] = np.log(rest)
         rows[i, target] = np.log(p)
+        if target != MASK:
+            rows[i, MASK] = -np.inf
     return rows
 
 

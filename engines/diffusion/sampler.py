@@ -116,6 +116,8 @@ class DiffusionSampler:
                 )
                 backend_s += time.perf_counter() - before
                 rows = logits[masked - lo]
+                # A committed mask token would leave its position masked for ever: never propose it.
+                rows[:, canvas.mask] = -np.inf
                 proposals = propose(
                     rows,
                     algorithm=settings.algorithm,

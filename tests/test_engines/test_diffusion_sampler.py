@@ -229,3 +229,12 @@ def test_without_early_stop_every_pass_runs_and_the_text_is_still_trimmed() -> N
     backend = ScriptedBackend(fixed_script(targets, conf, len(PROMPT)))
     passes, done = run(backend, 12, DiffusionSettings(steps=12, block_length=12, stop_at_eos=False))
     assert len(passes) == 12 and done.text == "bcde" and done.stats.finish_reason == "eos"
+
+
+def test_the_mask_token_is_never_committed() -> None:
+    # A model (an untrained one, say) that prefers the mask token itself everywhere.
+    table = one_hot_logits([MASK] * 8, [0.9] * 8)
+    table[:, 4] = np.log(0.05)
+    backend = ScriptedBackend(lambda _s, start, end: table[start - 3 : end - 3].copy())
+    passes, done = run(backend, 8, DiffusionSettings(steps=8, block_length=8))
+    assert len(passes) == 8 and MASK not in passes[-1].canvas and done.text == "e" * 8

@@ -1,0 +1,169 @@
+"""Train Sharpen's embedded diffusion model end to end, from one command:
+
+    .venv/bin/python -m models.training.train --data models/training/data/drafts.jsonl --minutes 40
+
+1. a 4096-token byte-level BPE on the instructions and drafts; 2. fixed-length sequences
+(<|user|> instruction <|assistant|> draft, end-of-text padding); 3. LLaDA's masked-diffusion fine-tuning
+loss on the answer only, AdamW with warm-up and cosine decay, a held-out loss every `eval_every` steps,
+within a wall-clock budget; 4. export to GGUF (Q8_0) in Sharpen's cacheable form.
+
+Writes tokenizer.json, training_log.csv, checkpoint.pt and the GGUF into --out. Needs the `torch` extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from models.training.data import encode, is_held_out, load_pairs
+from models.training.export import export_gguf
+from models.training.model import DiffusionLM, ModelShape, cosine_rate, count_to_str, masked_diffusion_loss
+from models.training.tokenizer import special_ids, train_tokenizer
+
+GGUF_NAME = "sharpen-draft-q8_0.gguf"
+
+
+@dataclass(frozen=True)
+class TrainingPlan:
+    data: Path
+    out: Path
+    minutes: float = 40.0
+    max_steps: int | None = None
+    length: int = 256
+    batch: int = 16
+    peak_lr: float = 2e-3
+    warmup: int = 60
+    eval_every: int = 50
+    vocab_size: int = 4096
+    shape: ModelShape = field(default_factory=ModelShape)
+    seed: int = 0
+    q8: bool = True
+
+
+@dataclass(frozen=True)
+class TrainingReport:
+    steps: int
+    tokens_seen: int
+    train_loss: float
+    heldout_loss: float
+    minutes: float
+    parameters: int
+    gguf: Path
+
+
+def run(plan: TrainingPlan, log: object = print) -> TrainingReport:
+    torch.manual_seed(plan.seed)
+    pairs = load_pairs(plan.data)
+    train_pairs = [p for p in pairs if not is_held_out(p)]
+    held_out = [p for p in pairs if is_held_out(p)] or train_pairs[:1]
+    tokenizer = train_tokenizer(
+        (text for p in train_pairs for text in (p.instruction, p.draft)), vocab_size=plan.vocab_size
+    )
+    plan.out.mkdir(parents=True, exist_ok=True)
+    tokenizer.save(str(plan.out / "tokenizer.json"))
+    ids = special_ids(tokenizer)
+    shape = ModelShape(**{**asdict(plan.shape), "vocab_size": tokenizer.get_vocab_size()})
+
+    def tensors(subset: list) -> tuple[torch.Tensor, torch.Tensor]:
+        encoded = [encode(tokenizer, p, plan.length, ids) for p in subset]
+        tokens = torch.tensor([e.tokens for e in encoded])
+        positions = torch.arange(plan.length)[None, :]
+        answer = positions >= torch.tensor([e.answer_start for e in encoded])[:, None]
+        return tokens, answer
+
+    train_tokens, train_answer = tensors(train_pairs)
+    held_tokens, held_answer = tensors(held_out[:64])
+    model = DiffusionLM(shape)
+    log(
+        f"{len(train_pairs)} training pairs, {len(held_out)} held out; vocabulary {shape.vocab_size}; "
+        f"{count_to_str(model.parameter_count())} parameters"
+    )
+    optimizer = torch.optim.AdamW(model.parameters(), lr=plan.peak_lr, betas=(0.9, 0.95), weight_decay=0.1)
+    generator = torch.Generator().manual_seed(plan.seed)
+    started = time.perf_counter()
+    budget_s = plan.minutes * 60
+    planned_steps = plan.max_steps or 10_000
+    step = tokens_seen = 0
+    train_loss = heldout = float("nan")
+    rows: list[dict[str, float]] = []
+    while True:
+        elapsed = time.perf_counter() - started
+        if (plan.max_steps is not None and step >= plan.max_steps) or elapsed > budget_s:
+            break
+        if step == 10 and plan.max_steps is None:  # now the speed is known: fit the schedule to the budget
+            planned_steps = max(20, int(budget_s / (elapsed / step)))
+        for group in optimizer.param_groups:
+            group["lr"] = cosine_rate(step, planned_steps, plan.peak_lr, plan.warmup)
+        batch = torch.randint(0, len(train_tokens), (plan.batch,), generator=generator)
+        loss = masked_diffusion_loss(model, train_tokens[batch], train_answer[batch], ids.mask, generator)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        step += 1
+        tokens_seen += plan.batch * plan.length
+        train_loss = loss.item() if train_loss != train_loss else 0.9 * train_loss + 0.1 * loss.item()
+        if step % plan.eval_every == 0 or step == 1:
+            heldout = evaluate(model, held_tokens, held_answer, ids.mask, plan.seed)
+            rows.append(
+                {
+                    "step": step,
+                    "tokens_seen": tokens_seen,
+                    "train_loss": train_loss,
+                    "heldout_loss": heldout,
+                    "minutes": (time.perf_counter() - started) / 60,
+                }
+            )
+            log(
+                f"step {step:5d}  tokens {count_to_str(tokens_seen):>6}  train {train_loss:.3f}  held-out {heldout:.3f}"
+            )
+    heldout = evaluate(model, held_tokens, held_answer, ids.mask, plan.seed)
+    minutes = (time.perf_counter() - started) / 60
+    rows.append(
+        {
+            "step": step,
+            "tokens_seen": tokens_seen,
+            "train_loss": train_loss,
+            "heldout_loss": heldout,
+            "minutes": minutes,
+        }
+    )
+    with (plan.out / "training_log.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    torch.save({"shape": asdict(shape), "state": model.state_dict()}, plan.out / "checkpoint.pt")
+    state = {name: tensor.detach().float().numpy() for name, tensor in model.state_dict().items()}
+    gguf = export_gguf(state, shape, tokenizer, plan.out / GGUF_NAME, q8=plan.q8, name="sharpen-draft")
+    return TrainingReport(step, tokens_seen, train_loss, heldout, minutes, model.parameter_count(), gguf)
+
+
+@torch.no_grad()
+def evaluate(model: DiffusionLM, tokens: torch.Tensor, answer: torch.Tensor, mask_id: int, seed: int) -> float:
+    """Held-out loss with a fixed mask draw, so successive evaluations are comparable."""
+    model.eval()
+    generator = torch.Generator().manual_seed(seed + 1)
+    losses = [masked_diffusion_loss(model, tokens, answer, mask_id, generator).item() for _ in range(2)]
+    model.train()
+    return sum(losses) / len(losses)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Train Sharpen's embedded diffusion model")
+    parser.add_argument("--data", type=Path, default=Path("models/training/data/drafts.jsonl"))
+    parser.add_argument("--out", type=Path, default=Path("models/training/out"))
+    parser.add_argument("--minutes", type=float, default=40.0)
+    parser.add_argument("--steps", type=int, default=None, help="stop after this many steps (tests)")
+    args = parser.parse_args()
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    report = run(TrainingPlan(data=args.data, out=args.out, minutes=args.minutes, max_steps=args.steps))
+    print(report)
+
+
+if __name__ == "__main__":
+    main()
