@@ -7,7 +7,8 @@
 loss on the answer only, AdamW with warm-up and cosine decay, a held-out loss every `eval_every` steps,
 within a wall-clock budget; 4. export to GGUF (Q8_0) in Sharpen's cacheable form.
 
-Writes tokenizer.json, training_log.csv, checkpoint.pt and the GGUF into --out. Needs the `torch` extra.
+Writes tokenizer.json, training_log.csv, training_curve.svg, checkpoint.pt and the GGUF into --out.
+Needs the `torch` extra.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import torch
 from models.training.data import encode, is_held_out, load_pairs
 from models.training.export import export_gguf
 from models.training.model import DiffusionLM, ModelShape, cosine_rate, count_to_str, masked_diffusion_loss
+from models.training.plot import plot_log
 from models.training.tokenizer import special_ids, train_tokenizer
 
 GGUF_NAME = "sharpen-draft-q8_0.gguf"
@@ -137,6 +139,7 @@ def run(plan: TrainingPlan, log: object = print) -> TrainingReport:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
+    plot_log(plan.out / "training_log.csv", plan.out / "training_curve.svg", "Sharpen's embedded diffusion model")
     torch.save({"shape": asdict(shape), "state": model.state_dict()}, plan.out / "checkpoint.pt")
     state = {name: tensor.detach().float().numpy() for name, tensor in model.state_dict().items()}
     gguf = export_gguf(state, shape, tokenizer, plan.out / GGUF_NAME, q8=plan.q8, name="sharpen-draft")

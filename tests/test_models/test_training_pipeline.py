@@ -50,6 +50,7 @@ def test_pipeline_runs_end_to_end_and_the_export_drafts(tmp_path: Path) -> None:
     assert report.steps == 3 and report.tokens_seen == 3 * 4 * 48
     assert np.isfinite(report.train_loss) and np.isfinite(report.heldout_loss)
     assert (plan.out / "tokenizer.json").is_file() and (plan.out / "training_log.csv").read_text().count("\n") >= 3
+    assert "<polyline" in (plan.out / "training_curve.svg").read_text()
     engine = DiffusionEngine(LlamaDiffusionBackend(report.gguf, LlamaDiffusionSettings(n_ctx=256)), "trained")
     assert engine.backend.uses_prefix_cache and engine.backend.shift == 0
     events = list(engine.draft("Write a short note to a friend.", 16, DiffusionSettings(steps=4, block_length=8)))

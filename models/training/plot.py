@@ -1,0 +1,45 @@
+"""A dependency-free SVG line plot of a training log (loss against tokens seen)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+WIDTH, HEIGHT, MARGIN = 640, 360, 56
+COLOURS = {"train_loss": "#1f77b4", "heldout_loss": "#d62728"}
+
+
+def plot_log(log: Path, out: Path, title: str) -> Path:
+    rows = list(csv.DictReader(log.open()))
+    xs = [float(r["tokens_seen"]) for r in rows]
+    series = {name: [float(r[name]) for r in rows] for name in COLOURS}
+    values = [v for vs in series.values() for v in vs if v == v]
+    x_max, y_min, y_max = max(xs) or 1.0, min(values), max(values)
+
+    def point(x: float, y: float) -> str:
+        px = MARGIN + (x / x_max) * (WIDTH - 2 * MARGIN)
+        py = HEIGHT - MARGIN - (y - y_min) / ((y_max - y_min) or 1) * (HEIGHT - 2 * MARGIN)
+        return f"{px:.1f},{py:.1f}"
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
+        'font-family="sans-serif" font-size="12">',
+        f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
+        f'<text x="{WIDTH / 2}" y="20" text-anchor="middle" font-size="14">{title}</text>',
+        f'<line x1="{MARGIN}" y1="{HEIGHT - MARGIN}" x2="{WIDTH - MARGIN}" y2="{HEIGHT - MARGIN}" stroke="black"/>',
+        f'<line x1="{MARGIN}" y1="{MARGIN}" x2="{MARGIN}" y2="{HEIGHT - MARGIN}" stroke="black"/>',
+        f'<text x="{WIDTH / 2}" y="{HEIGHT - 16}" text-anchor="middle">tokens seen (max {x_max / 1e6:.2f}M)</text>',
+        f'<text x="14" y="{HEIGHT / 2}" transform="rotate(-90 14 {HEIGHT / 2})" '
+        'text-anchor="middle">masked loss</text>',
+        f'<text x="{MARGIN - 6}" y="{MARGIN + 4}" text-anchor="end">{y_max:.2f}</text>',
+        f'<text x="{MARGIN - 6}" y="{HEIGHT - MARGIN}" text-anchor="end">{y_min:.2f}</text>',
+    ]
+    for index, (name, ys) in enumerate(series.items()):
+        points = " ".join(point(x, y) for x, y in zip(xs, ys, strict=True) if y == y)
+        colour = COLOURS[name]
+        parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{points}"/>')
+        label = "train (smoothed)" if name == "train_loss" else "held-out"
+        parts.append(f'<text x="{WIDTH - MARGIN - 120}" y="{MARGIN + 16 * index}" fill="{colour}">{label}</text>')
+    parts.append("</svg>")
+    out.write_text("\n".join(parts) + "\n")
+    return out
