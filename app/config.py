@@ -53,7 +53,7 @@ class ModelsSection:
         not_empty,
     )
     draft: str = setting(
-        "",
+        "sharpen-draft",
         "diffusion model for drafts and rewrites: a catalogue name or a .gguf path; empty means none configured",
     )
 

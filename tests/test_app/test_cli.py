@@ -131,8 +131,11 @@ def test_unwritable_config_dir(
 
 def test_models_lists_the_embedded_model(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["models", "--json"]) == 0
-    [entry] = json.loads(capsys.readouterr().out)
-    assert entry["name"] == "smollm2-135m-instruct" and entry["present"] and entry["in_use_for"] == ["complete"]
+    entries = {entry["name"]: entry for entry in json.loads(capsys.readouterr().out)}
+    assert entries["smollm2-135m-instruct"]["present"] and entries["smollm2-135m-instruct"]["in_use_for"] == [
+        "complete"
+    ]
+    assert entries["sharpen-draft"]["present"] and entries["sharpen-draft"]["in_use_for"] == ["draft"]
 
 
 def test_inspect_prints_gguf_facts(embedded_model_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -15,7 +15,13 @@ def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
+def no_draft_model(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["config", "set", "models.draft", ""]) == 0
+    capsys.readouterr()
+
+
 def test_route_without_a_diffusion_model(capsys: pytest.CaptureFixture[str]) -> None:
+    no_draft_model(capsys)
     route = run_json(capsys, "route", "--kind", "draft", "--tokens", "200", "--json")
     assert route["engine"] == "ar" and "only the AR engine" in route["reason"]
     assert route["calibrated"] is False and set(route["estimates"]) == {"ar"}
@@ -52,6 +58,7 @@ def test_corrupt_profile_warns_and_routes_on_defaults(sharpen_home: Path, capsys
     profile = sharpen_home / "data" / "calibration.toml"
     profile.parent.mkdir(parents=True)
     profile.write_text("not [valid toml")
+    no_draft_model(capsys)
     assert main(["route", "--kind", "draft", "--tokens", "100"]) == 0
     captured = capsys.readouterr()
     assert "warning" in captured.err and "using defaults" in captured.err
@@ -59,6 +66,7 @@ def test_corrupt_profile_warns_and_routes_on_defaults(sharpen_home: Path, capsys
 
 
 def test_draft_without_a_diffusion_model_goes_to_ar(capsys: pytest.CaptureFixture[str]) -> None:
+    no_draft_model(capsys)
     result = run_json(capsys, "draft", "Write a one-line note to Sam.", "--tokens", "40", "--json")
     assert result["text"].strip() and result["model"] == "smollm2-135m-instruct" and result["engine"] == "ar"
     assert main(["draft", "Write a note.", "--tokens", "40", "--engine", "diffusion"]) == 1

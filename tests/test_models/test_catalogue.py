@@ -34,6 +34,25 @@ def test_paths_and_unknown_names(tmp_path: Path) -> None:
         resolve_model("gpt-17")
 
 
+def test_the_shipped_diffusion_model_loads_and_drafts() -> None:
+    from engines.diffusion.engine import DiffusionEngine
+    from engines.diffusion.llama_backend import LlamaDiffusionBackend
+    from engines.diffusion.settings import DiffusionSettings
+    from engines.events import Done, Pass
+
+    resolved = resolve_model("sharpen-draft")
+    assert resolved.path.is_file() and resolved.path.stat().st_size <= 40 * 2**20
+    engine = DiffusionEngine(LlamaDiffusionBackend(resolved.path), "sharpen-draft")
+    assert engine.backend.uses_prefix_cache, "shipped in the cacheable form"
+    events = list(
+        engine.draft(
+            "Write a short note to a colleague about the team lunch.", 32, DiffusionSettings(steps=8, block_length=16)
+        )
+    )
+    assert isinstance(events[-1], Done) and events[-1].text.strip()
+    assert sum(isinstance(e, Pass) for e in events) <= 8
+
+
 def test_every_catalogue_entry_is_complete() -> None:
     for entry in catalogue().values():
         assert entry.role in ("complete", "draft")

@@ -28,7 +28,6 @@ def test_calibration_measures_both_engines(measured: CostProfile) -> None:
     assert measured.ar.model == "smollm2-135m-instruct"
     # This model generates tens of tokens per second and evaluates prompts faster than it generates.
     assert 0.001 < measured.ar.seconds_per_token < 1.0
-    assert measured.ar.prompt_tokens_per_s > 1 / measured.ar.seconds_per_token
     assert measured.diffusion.model == "tiny-cacheable" and measured.diffusion.prefix_cache
     assert measured.diffusion.pass_base_s >= 0 and measured.diffusion.pass_s_per_position > 0
     assert 0 < measured.diffusion.threshold_passes_per_token <= 1
