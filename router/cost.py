@@ -9,6 +9,7 @@ without one, every pass decodes prompt + canvas + suffix.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from router.profile import ArCosts, CostProfile, DiffusionCosts
@@ -62,10 +63,12 @@ def estimate_diffusion(
     return Estimate("diffusion", seconds, detail)
 
 
-def crossover_tokens(profile: CostProfile, plan_for: object, prompt_tokens: int = 32, limit: int = 4096) -> int | None:
+def crossover_tokens(
+    profile: CostProfile, plan_for: Callable[[int], DiffusionPlan], prompt_tokens: int = 32, limit: int = 4096
+) -> int | None:
     """The shortest output length at which diffusion is estimated faster than AR, if any up to `limit`."""
     for n in range(1, limit + 1):
-        plan = plan_for(n)  # type: ignore[operator]
+        plan = plan_for(n)
         if (
             estimate_diffusion(n, prompt_tokens, 0, plan, profile.diffusion).seconds
             < estimate_ar(n, prompt_tokens, profile.ar).seconds

@@ -42,9 +42,10 @@ def test_greedy_completion_repeats_exactly(ar_engine: LlamaAREngine) -> None:
 
 def test_typing_one_more_word_reuses_the_evaluated_prefix(ar_engine: LlamaAREngine) -> None:
     document = "Hi Ana,\n\nI read the draft of the quarterly report this morning and I have a few notes on"
+    ar_engine.forget_cache()
     _, cold = run(ar_engine.complete(document, max_tokens=4))
     _, warm = run(ar_engine.complete(document + " the budget", max_tokens=4))
-    assert cold.stats.reused_tokens == 0 or cold.stats.reused_tokens < cold.stats.prompt_tokens
+    assert cold.stats.reused_tokens == 0
     # Everything but the newly typed words (and at most a re-tokenised last word) came from the cache.
     assert warm.stats.reused_tokens >= warm.stats.prompt_tokens - 3
 
@@ -115,7 +116,7 @@ def test_long_prompt_is_trimmed_from_the_left_for_completion(embedded_model_path
     text = " ".join(f"word{i}" for i in range(400))
     _, done = run(engine.complete(text, max_tokens=8))
     assert done.stats.trimmed_tokens > 0
-    assert done.stats.trimmed_tokens % TRIM_STEP == 0 or done.stats.prompt_tokens <= 256 - 8
+    assert done.stats.trimmed_tokens % TRIM_STEP == 0
     assert done.stats.prompt_tokens + 8 <= engine.context_length
     with pytest.raises(PromptTooLongError, match="more than the context of 256"):
         run(engine.complete(text, max_tokens=8, trim="error"))
