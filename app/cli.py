@@ -20,6 +20,7 @@ from engines.diffusion.settings import ALGORITHMS, SCHEDULES, DiffusionSettings
 from engines.diffusion.trace import TraceError, load_trace
 from engines.events import Done, DraftStats, Event, Pass, Token
 from models.gguf_info import inspect_gguf
+from models.hf_checkpoint import inspect_checkpoint
 from router.calibration import QUICK, CalibrationSizes
 from router.cost import DiffusionPlan, crossover_tokens
 from router.policy import diffusion_plan
@@ -360,7 +361,8 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    summary = inspect_gguf(args.path).summary()
+    path = Path(args.path).expanduser()
+    summary = inspect_checkpoint(path).summary() if path.is_dir() else inspect_gguf(path).summary()
     if args.json:
         print(json.dumps(summary, indent=2, default=str))
     else:
@@ -490,7 +492,7 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_argument("--json", action="store_true")
     models.set_defaults(handler=cmd_models)
 
-    inspect = commands.add_parser("inspect", help="show what a GGUF file says about itself")
+    inspect = commands.add_parser("inspect", help="show what a GGUF file or a checkpoint folder says about itself")
     inspect.add_argument("path")
     inspect.add_argument("--json", action="store_true")
     inspect.set_defaults(handler=cmd_inspect)

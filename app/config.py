@@ -103,6 +103,21 @@ class DiffusionSection:
     n_ctx: int = setting(1024, "context of the diffusion engine: prompt + draft + text after it", at_least(256))
     n_threads: int = setting(0, "CPU threads for llama.cpp; 0 uses every available core", at_least(0))
     prefix_cache: bool = setting(True, "keep the prompt and finished blocks cached where the model allows it")
+    # The torch backend (Hugging Face checkpoint folders as models.draft).
+    device: str = setting("auto", "torch device for checkpoint folders: auto, cpu, cuda or cuda:N", not_empty)
+    dtype: str = setting(
+        "auto",
+        "torch compute dtype: auto (bf16/fp16 on CUDA, fp32 on CPU), fp32, bf16, fp16",
+        one_of("auto", "fp32", "bf16", "fp16"),
+    )
+    quantization: str = setting(
+        "none", "bitsandbytes quantization of checkpoint folders: none, nf4 or int8", one_of("none", "nf4", "int8")
+    )
+    torch_cache: str = setting(
+        "prefix", "torch backend cache: none (full recompute), prefix or dual", one_of("none", "prefix", "dual")
+    )
+    offload: bool = setting(True, "let layers that do not fit on the GPU run from CPU memory")
+    max_gpu_memory_gib: float = setting(0.0, "GPU memory the weights may take; 0 is what is free", at_least(0.0))
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from app.atomic import write_atomic
 from app.config import Config, ConfigError, load_config, set_value
 from app.paths import SharpenPaths, sharpen_paths
 from engines.cancel import CancelToken
+from engines.diffusion.backend import DraftBackend
 from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings, check_diffusion_gguf
 from engines.diffusion.settings import DiffusionSettings
@@ -23,6 +24,7 @@ from engines.llama_load import gpu_offload_available
 from models.catalogue import catalogue, resolve_model
 from models.errors import ModelError, UnsupportedModel
 from models.gguf_info import inspect_gguf
+from models.hf_checkpoint import inspect_checkpoint, is_checkpoint_folder
 from router.calibration import CalibrationSizes, Progress, calibrate
 from router.cost import DiffusionPlan
 from router.policy import NoEngineAvailable, decide
@@ -94,6 +96,9 @@ class SharpenService:
                     raise NoDraftModel()
                 model = resolve_model(name)
                 section = self.config.diffusion
+                if is_checkpoint_folder(model.path):
+                    self._draft_engine = DiffusionEngine(self._torch_backend(model.path), model.name)
+                    return self._draft_engine
                 settings = LlamaDiffusionSettings(
                     n_ctx=section.n_ctx,
                     n_threads=section.n_threads,
@@ -102,6 +107,28 @@ class SharpenService:
                 )
                 self._draft_engine = DiffusionEngine(LlamaDiffusionBackend(model.path, settings), model.name)
             return self._draft_engine
+
+    def _torch_backend(self, folder: Path) -> DraftBackend:
+        # Imported here: torch is an optional extra, and everything else in Sharpen runs without it.
+        try:
+            from engines.diffusion.hf.backend import TorchDiffusionBackend, TorchDiffusionSettings
+            from engines.diffusion.hf.loading import TorchLoadSettings
+        except ImportError as error:
+            raise UnsupportedModel(
+                folder,
+                f"is a Hugging Face checkpoint, which needs torch ({error})",
+                "Install the torch extra (pip install -e '.[torch]'), or use a GGUF of the model.",
+            ) from error
+        section = self.config.diffusion
+        load = TorchLoadSettings(
+            device=section.device,
+            dtype=section.dtype,
+            quantization=section.quantization,
+            max_gpu_memory_gib=section.max_gpu_memory_gib,
+            offload=section.offload,
+        )
+        settings = TorchDiffusionSettings(load=load, cache=section.torch_cache, n_ctx=section.n_ctx)
+        return TorchDiffusionBackend(folder, settings)
 
     def diffusion_settings(self, **overrides: object) -> DiffusionSettings:
         """The configured draft settings, with any non-None overrides (from the CLI or the UI) applied."""
@@ -142,7 +169,8 @@ class SharpenService:
             if not name.strip():
                 continue
             try:
-                if resolve_model(name).path.is_file():
+                path = resolve_model(name).path
+                if path.is_file() or (engine == "diffusion" and is_checkpoint_folder(path)):
                     present[engine] = name  # type: ignore[index]
             except ModelError:
                 continue
@@ -279,13 +307,23 @@ class SharpenService:
         if role not in ("complete", "draft"):
             raise ConfigError(f"unknown role {role!r}: use complete or draft")
         # A missing, corrupt or wrong-kind file fails here, before the config changes.
-        info = inspect_gguf(resolve_model(name).path)
+        path = resolve_model(name).path
+        if is_checkpoint_folder(path):
+            if role != "draft":
+                raise UnsupportedModel(path, "is a diffusion checkpoint", "Completions need an autoregressive GGUF.")
+            inspect_checkpoint(path)
+            self._set_model(role, name)
+            return
+        info = inspect_gguf(path)
         if role == "draft":
             check_diffusion_gguf(info)
         elif info.is_diffusion:
             raise UnsupportedModel(
                 info.path, f"is a diffusion model ({info.architecture})", "Completions need an autoregressive model."
             )
+        self._set_model(role, name)
+
+    def _set_model(self, role: str, name: str) -> None:
         set_value(self.paths.config_file, f"models.{role}", name)
         with self._engine_lock:
             self.config = replace(self.config, models=replace(self.config.models, **{role: name}))

@@ -11,8 +11,14 @@ pass re-decodes everything) and Sharpen's cacheable form (`llama` with causal = 
 2. The share of a pass spent in the Python sampler at N = 256.
 3. Prefix cache against full re-decoding on the cacheable stand-in: 200-token prompt, N = 256, blocks
    of 32, K = N/4: wall time and greedy agreement.
+4. (--torch) The torch backend (Hugging Face checkpoints) on the CPU at N = 256, blocks of 32, K = 64:
+   full recompute, prefix cache and dual cache, ms per pass, speed-up, and how often the cached output
+   agrees with the full-recompute output: the final canvas token by token, and pass by pass (the
+   cached pass's greedy choice against a full pass's on the same canvas, which one early difference
+   cannot snowball). On the 135M stand-in as a Dream checkpoint (200-token prompt; timings) and on the
+   trained sharpen-draft as a LLaDA checkpoint (agreement that means something).
 
-    .venv/bin/python bench/diffusion.py [--budget-s 45] [--sizes 64 128 256 512]
+    .venv/bin/python bench/diffusion.py [--budget-s 45] [--sizes 64 128 256 512] [--torch | --only-torch]
 """
 
 from __future__ import annotations
@@ -23,13 +29,18 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+import torch
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import describe_machine
 from stand_in import write_stand_in
 
 from engines.cancel import CancelToken
 from engines.diffusion.engine import DiffusionEngine
+from engines.diffusion.hf.backend import TorchDiffusionBackend, TorchDiffusionSettings
 from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
+from engines.diffusion.sampler import DiffusionSampler
 from engines.diffusion.settings import DiffusionSettings
 from engines.events import Done, DraftStats, Pass
 from engines.llama_ar import LlamaAREngine, LlamaSettings
@@ -149,7 +160,13 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[64, 128, 256, 512])
     parser.add_argument("--skip-cache", action="store_true", help="skip part 3")
     parser.add_argument("--only-cache", action="store_true", help="run part 3 alone")
+    parser.add_argument("--torch", action="store_true", help="also run part 4 (the torch backend)")
+    parser.add_argument("--only-torch", action="store_true", help="run part 4 alone")
     args = parser.parse_args()
+    if args.only_torch:
+        print(f"machine: {describe_machine()}")
+        torch_caches()
+        return
     source = resolve_model("smollm2-135m-instruct").path
     llada_path = write_stand_in(source, OUT / "smollm2-llada.gguf", arch="llada", causal=False)
     cacheable_path = write_stand_in(source, OUT / "smollm2-cacheable.gguf", arch="llama", causal=False)
@@ -161,6 +178,73 @@ def main() -> None:
         table_sizes(args, ar, full)
     if not args.skip_cache:
         prefix_cache(args, cacheable_path)
+    if args.torch:
+        torch_caches()
+
+
+class _AgreementProbe:
+    """Answers each pass from the cached backend; asks the full-recompute backend the same question."""
+
+    def __init__(self, cached: TorchDiffusionBackend, full: TorchDiffusionBackend) -> None:
+        self.cached, self.full = cached, full
+        self.agreeing = self.compared = 0
+        self.mask_token_id, self.eos_token_ids = cached.mask_token_id, cached.eos_token_ids
+        self.vocab_size, self.context_length = cached.vocab_size, cached.context_length
+        self.piece, self.decode = cached.piece, cached.decode
+
+    def reset(self) -> None:
+        self.cached.reset()
+
+    def logits(self, sequence: np.ndarray, start: int, end: int, stable: int) -> np.ndarray:
+        answer = self.cached.logits(sequence, start, end, stable)
+        masked = sequence[start:end] == self.mask_token_id
+        reference = self.full.logits(sequence, start, end, stable)
+        self.agreeing += int((answer.argmax(1) == reference.argmax(1))[masked].sum())
+        self.compared += int(masked.sum())
+        return answer
+
+
+def torch_caches() -> None:
+    from hf_stand_in import dream_from_smollm2, llada_from_sharpen_draft
+
+    settings = DiffusionSettings(steps=64, block_length=32, stop_at_eos=False)
+    smollm2 = dream_from_smollm2(resolve_model("smollm2-135m-instruct").path, OUT / "smollm2-dream-hf")
+    trained = llada_from_sharpen_draft(resolve_model("sharpen-draft").path, OUT / "sharpen-draft-llada-hf")
+    document = DOCUMENTS.read_text().split("===\n")[0]
+    for label, folder, n_ctx in (
+        ("135M stand-in (Dream layout)", smollm2, 1024),
+        ("sharpen-draft (LLaDA)", trained, 512),
+    ):
+        backends = {
+            cache: TorchDiffusionBackend(folder, TorchDiffusionSettings(cache=cache, n_ctx=n_ctx))
+            for cache in ("none", "prefix", "dual")
+        }
+        full = backends["none"]
+        # The stand-in gets a long prompt (what a prefix cache is for); the 512-token model an instruction.
+        long_prompt = n_ctx >= 1024
+        prompt = full.tokenize(document, add_bos=True)[:200] if long_prompt else full.instruction_tokens(INSTRUCTION)
+        print(
+            f"\n4. Torch backend, {label}, {full.description}, {torch.get_num_threads()} threads: "
+            f"prompt {len(prompt)}, N=256, blocks of 32, K=64"
+        )
+        runs = {
+            cache: run_draft(DiffusionEngine(b, cache), prompt, 256, settings, 10_000.0)
+            for cache, b in backends.items()
+        }
+        print("    cache |  wall s |  ms/pass | speed-up | final canvas | pass by pass")
+        for cache, run in runs.items():
+            same = sum(a == b for a, b in zip(run.canvas, runs["none"].canvas, strict=True))
+            per_pass = "-"
+            if cache != "none":
+                probe = _AgreementProbe(backends[cache], full)
+                for _ in DiffusionSampler(probe).generate(prompt, 256, settings):
+                    pass
+                per_pass = f"{probe.agreeing / probe.compared:.1%}"
+            print(
+                f"   {cache:>6} | {run.wall_s:>7.1f} | {run.ms_per_pass:>8.0f} | "
+                f"{runs['none'].wall_s / run.wall_s:>7.2f}x | {same:>8}/256 | {per_pass:>12}"
+            )
+    print("   target: prefix cache at least 2x fewer wall-seconds than full recompute")
 
 
 if __name__ == "__main__":

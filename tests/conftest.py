@@ -86,3 +86,18 @@ def truncated_path(model_dir: Path, tiny_llama_path: Path) -> Path:
     path = model_dir / "truncated.gguf"
     path.write_bytes(data[: len(data) // 2])
     return path
+
+
+@pytest.fixture(scope="session")
+def llada_checkpoint(model_dir: Path) -> Path:
+    """A tiny LLaDA checkpoint folder in the real Hugging Face layout (split in two shards)."""
+    from fixture_checkpoints import write_checkpoint
+
+    return write_checkpoint(model_dir / "tiny-llada-hf", "llada", shards=2)
+
+
+@pytest.fixture(scope="session")
+def dream_checkpoint(model_dir: Path) -> Path:
+    from fixture_checkpoints import write_checkpoint
+
+    return write_checkpoint(model_dir / "tiny-dream-hf", "dream")

@@ -53,11 +53,15 @@ def write_tiny_model(
     with_tensors: bool = True,
     seed: int = 0,
     confident_token: int | None = None,
+    tensors: dict[str, np.ndarray] | None = None,
+    rope_base: float = 10000.0,
+    kv_heads: int = HEADS,
 ) -> Path:
     """Write a small random-weight model in `arch`'s tensor layout with SmolLM2's tokenizer.
 
     With `confident_token`, every position predicts that token with probability near 1 (a constant
     direction in the embeddings that the output layer maps onto it), for tests of confidence thresholds.
+    `tensors` replaces the random weights (GGUF names, numpy shapes as (rows, columns)).
     """
     tokenizer = smollm2_tokenizer()
     writer = GGUFWriter(str(path), arch)
@@ -67,10 +71,10 @@ def write_tiny_model(
     writer.add_block_count(LAYERS)
     writer.add_feed_forward_length(FFN)
     writer.add_head_count(HEADS)
-    writer.add_head_count_kv(HEADS)
+    writer.add_head_count_kv(kv_heads)
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_rope_dimension_count(WIDTH // HEADS)
-    writer.add_rope_freq_base(10000.0)
+    writer.add_rope_freq_base(rope_base)
     writer.add_vocab_size(VOCAB)
     writer.add_file_type(0)
     if causal is not None:
@@ -93,7 +97,7 @@ def write_tiny_model(
         writer.add_uint32("tokenizer.ggml.fim_suf_token_id", fim[1])
         writer.add_uint32("tokenizer.ggml.fim_mid_token_id", fim[2])
     if with_tensors:
-        for name, array in _llama_tensors(seed, confident_token).items():
+        for name, array in (tensors if tensors is not None else _llama_tensors(seed, confident_token)).items():
             writer.add_tensor(name, array)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()

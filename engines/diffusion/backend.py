@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -33,3 +34,19 @@ class DiffusionBackend(Protocol):
         ...
 
     def decode(self, tokens: Sequence[int]) -> str: ...
+
+
+class DraftBackend(DiffusionBackend, Protocol):
+    """A DiffusionBackend that also turns text into prompts: what the engine drives."""
+
+    backend: str
+    model_path: Path
+
+    @property
+    def description(self) -> str:
+        """Where and how the model runs, for the status bar ("llama.cpp cpu", "torch cuda bf16 nf4")."""
+        ...
+
+    def tokenize(self, text: str, *, add_bos: bool, special: bool = False) -> list[int]: ...
+
+    def instruction_tokens(self, instruction: str) -> list[int]: ...

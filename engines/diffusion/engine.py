@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from engines.cancel import CancelToken
-from engines.diffusion.llama_backend import LlamaDiffusionBackend
+from engines.diffusion.backend import DraftBackend
 from engines.diffusion.sampler import DiffusionSampler
 from engines.diffusion.settings import DiffusionSettings
 from engines.errors import EmptyPromptError, PromptTooLongError
@@ -23,7 +23,7 @@ class DraftPrompt:
 
 
 class DiffusionEngine:
-    def __init__(self, backend: LlamaDiffusionBackend, model_name: str) -> None:
+    def __init__(self, backend: DraftBackend, model_name: str) -> None:
         self.backend = backend
         self.model_name = model_name
         self.sampler = DiffusionSampler(backend)
@@ -34,7 +34,7 @@ class DiffusionEngine:
             model=self.model_name,
             model_path=str(self.backend.model_path),
             backend=self.backend.backend,
-            device="cpu",
+            device=self.backend.description,
             context_length=self.backend.context_length,
         )
 

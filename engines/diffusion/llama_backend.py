@@ -21,7 +21,7 @@ from llama_cpp import _internals
 
 from engines.chat_template import render_instruction
 from engines.errors import EngineError
-from engines.llama_load import ContextShape, open_llama
+from engines.llama_load import ContextShape, gpu_offload_available, open_llama
 from models.errors import UnsupportedModel
 from models.gguf_info import GGUFInfo, inspect_gguf
 
@@ -72,6 +72,10 @@ class LlamaDiffusionBackend:
         self.uses_prefix_cache = self.settings.cache and self._ctx.memory is not None
         self._batch = _internals.LlamaBatch(n_tokens=self.context_length, embd=0, n_seq_max=1, verbose=False)
         self._cached: list[int] = []
+
+    @property
+    def description(self) -> str:
+        return "gpu" if self.settings.n_gpu_layers != 0 and gpu_offload_available() else "cpu"
 
     # ----- loading -------------------------------------------------------------------------------
 

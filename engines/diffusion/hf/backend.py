@@ -1,0 +1,161 @@
+"""The torch backend: Hugging Face LLaDA and Dream checkpoints behind the DiffusionBackend protocol.
+
+Three ways to answer a pass, switchable (`cache`):
+- "none": every pass runs the whole sequence (the reference);
+- "prefix" (Fast-dLLM's prefix cache): when the sampler moves to a new window (a new block), one full
+  pass stores every layer's keys and values; until the window moves again, passes run only the positions
+  from the window on and attend to the stored keys and values of everything before it;
+- "dual" (Fast-dLLM's dual cache): as "prefix", but the positions after the window (the masked tail,
+  an infill suffix) are stored too, so a pass runs only the window itself.
+The stored keys and values go stale as the window's tokens change: that is the approximation Fast-dLLM
+makes, and what `bench/diffusion.py --torch` measures (agreement with "none").
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from engines.diffusion.hf.loading import LoadedModel, TorchLoadSettings, TorchSetupError, load_transformer
+from engines.diffusion.hf.tokenizer import CheckpointTokenizer
+from engines.diffusion.hf.transformer import LayerKV
+from engines.errors import EngineError
+from models.hf_checkpoint import CheckpointInfo, inspect_checkpoint
+
+CACHE_MODES = ("none", "prefix", "dual")
+
+
+@dataclass(frozen=True)
+class TorchDiffusionSettings:
+    load: TorchLoadSettings = field(default_factory=TorchLoadSettings)
+    cache: str = "prefix"  # none | prefix | dual
+    n_ctx: int = 1024
+    threads: int = 0  # 0: torch's default
+
+
+@dataclass
+class _Window:
+    """What the stored keys and values were computed for."""
+
+    start: int  # first position recomputed on cached passes
+    end: int  # first position after the window ("dual" stores from here on)
+    tokens: np.ndarray  # the sequence when they were stored
+    context: list[LayerKV]
+
+
+class TorchDiffusionBackend:
+    backend = "torch"
+
+    def __init__(self, checkpoint: Path | str, settings: TorchDiffusionSettings | None = None) -> None:
+        self.settings = settings or TorchDiffusionSettings()
+        if self.settings.cache not in CACHE_MODES:
+            raise TorchSetupError(
+                f"the torch cache must be one of {', '.join(CACHE_MODES)}; got {self.settings.cache!r}"
+            )
+        if self.settings.threads > 0:
+            torch.set_num_threads(self.settings.threads)
+        self.info: CheckpointInfo = inspect_checkpoint(checkpoint)
+        self.model_path = self.info.path
+        self.spec = self.info.spec
+        self.tokenizer = CheckpointTokenizer(self.info.path)
+        self.loaded: LoadedModel = load_transformer(self.info, self.settings.load)
+        self.device = self.loaded.device
+        self.mask_token_id = self.spec.mask_token_id
+        self.vocab_size = self.spec.vocab_size
+        self.context_length = min(self.settings.n_ctx, self.spec.context_length)
+        self.shift = 1 if self.spec.shift_logits else 0
+        self.eos_token_ids = self.tokenizer.end_of_text_ids([*self.spec.eos_token_ids, *self._generation_eos()])
+        self._window: _Window | None = None
+        self.full_passes = 0
+        self.cached_passes = 0
+
+    def _generation_eos(self) -> list[int]:
+        path = self.info.path / "generation_config.json"
+        try:
+            value = json.loads(path.read_text(encoding="utf-8")).get("eos_token_id")
+        except (OSError, json.JSONDecodeError, AttributeError):
+            return []
+        return [int(v) for v in (value if isinstance(value, list) else [value]) if v is not None]
+
+    @property
+    def description(self) -> str:
+        quantization = "" if self.loaded.quantization == "none" else f" {self.loaded.quantization}"
+        return f"torch {self.device.type} {str(self.loaded.dtype).removeprefix('torch.')}{quantization}"
+
+    # ----- text ----------------------------------------------------------------------------------
+
+    def tokenize(self, text: str, *, add_bos: bool, special: bool = False) -> list[int]:
+        return self.tokenizer.encode(text, add_bos=add_bos)
+
+    def instruction_tokens(self, instruction: str) -> list[int]:
+        return self.tokenizer.instruction_tokens(instruction)
+
+    def piece(self, token_id: int) -> str:
+        return self.tokenizer.decode([token_id])
+
+    def decode(self, tokens: Sequence[int]) -> str:
+        return self.tokenizer.decode(tokens)
+
+    # ----- logits --------------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        self._window = None
+
+    @torch.inference_mode()
+    def logits(self, sequence: np.ndarray, start: int, end: int, stable: int) -> np.ndarray:
+        length = len(sequence)
+        if length > self.context_length:
+            raise EngineError(f"the sequence ({length} tokens) is longer than the context ({self.context_length})")
+        first_row = start - self.shift
+        if first_row < 0:
+            raise EngineError("a model that shifts its logits needs at least one token before the canvas")
+        last_row = end - self.shift
+        tokens = np.asarray(sequence, dtype=np.int64)
+        if self.settings.cache == "none":
+            hidden, _ = self._run(tokens, 0, length, None)
+            self.full_passes += 1
+            return self._rows(hidden[:, first_row:last_row])
+        # The window covers the rows asked for and every position whose token may change in this window
+        # (with a shift, the last changing position sits one past the last row).
+        window_end = end if self.settings.cache == "dual" else length
+        if not self._window_valid(tokens, first_row, window_end):
+            # A new window: one full pass answers this step and stores everything for the next ones.
+            hidden, computed = self._run(tokens, 0, length, None)
+            outside = [
+                LayerKV(
+                    torch.cat((kv.keys[:, :, :first_row], kv.keys[:, :, window_end:]), dim=2),
+                    torch.cat((kv.values[:, :, :first_row], kv.values[:, :, window_end:]), dim=2),
+                )
+                for kv in computed
+            ]
+            self._window = _Window(first_row, window_end, tokens.copy(), outside)
+            self.full_passes += 1
+            return self._rows(hidden[:, first_row:last_row])
+        assert self._window is not None
+        hidden, _ = self._run(tokens, first_row, window_end, self._window.context)
+        self.cached_passes += 1
+        return self._rows(hidden[:, : last_row - first_row])
+
+    def _window_valid(self, tokens: np.ndarray, start: int, end: int) -> bool:
+        window = self._window
+        if window is None or window.start != start or window.end != end or len(window.tokens) != len(tokens):
+            return False
+        # Everything outside the window must be what the stored keys and values were computed from.
+        return bool(
+            np.array_equal(window.tokens[:start], tokens[:start]) and np.array_equal(window.tokens[end:], tokens[end:])
+        )
+
+    def _run(
+        self, tokens: np.ndarray, lo: int, hi: int, context: list[LayerKV] | None
+    ) -> tuple[torch.Tensor, list[LayerKV]]:
+        ids = torch.from_numpy(tokens[lo:hi]).to(self.device)[None, :]
+        positions = torch.arange(lo, hi, device=self.device)
+        return self.loaded.model(ids, positions, context)
+
+    def _rows(self, hidden: torch.Tensor) -> np.ndarray:
+        return self.loaded.model.logits(hidden)[0].float().cpu().numpy()

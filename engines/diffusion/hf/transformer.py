@@ -1,0 +1,146 @@
+"""LLaDA and Dream in plain torch: a bidirectional LLaMA-family transformer with an optional KV context.
+
+Both architectures are the same computation with different switches (TransformerSpec): RMSNorm,
+rotary embeddings in the Hugging Face layout (rotate_half), attention with no causal mask and optional
+grouped KV heads, SwiGLU, an output layer. Dream adds QKV biases and shifts its logits (the backend
+handles the shift). No remote code is run: the weights load by name into these modules.
+
+`forward` can attend to extra keys and values computed earlier (`context`): that is how the backend's
+prefix and dual caches skip recomputing the positions that do not change within a block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from models.hf_checkpoint import TransformerSpec
+
+
+@dataclass
+class LayerKV:
+    keys: torch.Tensor  # (1, kv_heads, positions, head_dim), rotary embedding applied
+    values: torch.Tensor
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> LayerKV:
+        """Move to a device (accelerate's hooks call this when layers sit on different devices)."""
+        return LayerKV(
+            self.keys.to(device, non_blocking=non_blocking), self.values.to(device, non_blocking=non_blocking)
+        )
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, width: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(width))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # Normalise in fp32 whatever the compute dtype, as the reference implementations do.
+        x32 = x.float()
+        normed = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return normed.to(x.dtype) * self.weight
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class Rotary(nn.Module):
+    def __init__(self, head_dim: int, theta: float) -> None:
+        super().__init__()
+        inverse = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+        self.register_buffer("inverse", inverse.float(), persistent=False)
+
+    def tables(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        angles = positions.float()[:, None] * self.inverse[None, :]
+        angles = torch.cat((angles, angles), dim=-1)
+        return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+class Attention(nn.Module):
+    def __init__(self, spec: TransformerSpec) -> None:
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = spec.heads, spec.kv_heads, spec.head_dim
+        kv_width = spec.kv_heads * spec.head_dim
+        self.q = nn.Linear(spec.width, spec.width, bias=spec.qkv_bias)
+        self.k = nn.Linear(spec.width, kv_width, bias=spec.qkv_bias)
+        self.v = nn.Linear(spec.width, kv_width, bias=spec.qkv_bias)
+        self.o = nn.Linear(spec.width, spec.width, bias=False)
+
+    def forward(
+        self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, context: LayerKV | None
+    ) -> tuple[torch.Tensor, LayerKV]:
+        length = h.shape[1]
+        q = self.q(h).view(1, length, self.heads, self.head_dim).transpose(1, 2)
+        k = self.k(h).view(1, length, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v(h).view(1, length, self.kv_heads, self.head_dim).transpose(1, 2)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        own = LayerKV(k, v)
+        if context is not None:
+            # Attention has no mask, so where the cached positions sit in the key list does not matter.
+            k = torch.cat((context.keys, k), dim=2)
+            v = torch.cat((context.values, v), dim=2)
+        attended = F.scaled_dot_product_attention(q, k, v, enable_gqa=self.kv_heads != self.heads)
+        return self.o(attended.transpose(1, 2).reshape(1, length, -1)), own
+
+
+class Block(nn.Module):
+    def __init__(self, spec: TransformerSpec) -> None:
+        super().__init__()
+        self.attn_norm = RMSNorm(spec.width, spec.norm_eps)
+        self.attention = Attention(spec)
+        self.ffn_norm = RMSNorm(spec.width, spec.norm_eps)
+        self.gate = nn.Linear(spec.width, spec.ffn, bias=False)
+        self.up = nn.Linear(spec.width, spec.ffn, bias=False)
+        self.down = nn.Linear(spec.ffn, spec.width, bias=False)
+
+    def forward(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, context: LayerKV | None
+    ) -> tuple[torch.Tensor, LayerKV]:
+        attended, own = self.attention(self.attn_norm(x), cos, sin, context)
+        x = x + attended
+        h = self.ffn_norm(x)
+        return x + self.down(F.silu(self.gate(h)) * self.up(h)), own
+
+
+class DiffusionTransformer(nn.Module):
+    def __init__(self, spec: TransformerSpec) -> None:
+        super().__init__()
+        self.spec = spec
+        self.embed = nn.Embedding(spec.vocab_size, spec.width)
+        self.blocks = nn.ModuleList(Block(spec) for _ in range(spec.layers))
+        self.norm = RMSNorm(spec.width, spec.norm_eps)
+        self.rotary = Rotary(spec.head_dim, spec.rope_theta)
+        if not spec.tied_output:
+            self.output = nn.Linear(spec.width, spec.vocab_size, bias=False)
+
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        positions: torch.Tensor,
+        context: list[LayerKV] | None = None,
+    ) -> tuple[torch.Tensor, list[LayerKV]]:
+        """Hidden states (1, n, width) for `tokens` (1, n) at `positions` (n,), and each layer's own keys
+        and values. With `context`, every layer also attends to those earlier-computed keys and values."""
+        x = self.embed(tokens)
+        cos, sin = self.rotary.tables(positions, x.dtype)
+        cos, sin = cos.to(x.device), sin.to(x.device)
+        computed: list[LayerKV] = []
+        for index, block in enumerate(self.blocks):
+            x, own = block(x, cos, sin, None if context is None else context[index])
+            computed.append(own)
+        return x, computed
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Output logits for some rows of `forward`'s hidden states (the final norm included)."""
+        normed = self.norm(hidden)
+        if self.spec.tied_output:
+            weight = self.embed.weight
+            return F.linear(normed.to(device=weight.device, dtype=weight.dtype), weight)
+        return self.output(normed)

@@ -1,0 +1,412 @@
+"""Hugging Face diffusion checkpoints (LLaDA, Dream): recognise a folder, check it, say what it needs.
+
+Torch-free: the architecture comes from config.json and the tensors from the safetensors headers (an
+8-byte length and a JSON table), so `sharpen inspect FOLDER` answers without loading a single weight.
+The torch backend loads exactly the tensors `expected_tensors` lists, under their real names.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from models.errors import MissingModelFile, ModelFileError, UnsupportedModel
+
+CONFIG_FILE = "config.json"
+SINGLE_FILE = "model.safetensors"
+INDEX_FILE = "model.safetensors.index.json"
+SAFETENSORS_BYTES = {"F64": 8, "F32": 4, "BF16": 2, "F16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
+
+
+class CheckpointError(ModelFileError):
+    """A checkpoint folder that cannot be loaded as it is."""
+
+
+@dataclass(frozen=True)
+class TransformerSpec:
+    """The shape of a bidirectional LLaMA-family transformer, whatever the checkpoint called its fields."""
+
+    architecture: str  # "llada" | "dream"
+    vocab_size: int
+    width: int
+    layers: int
+    heads: int
+    kv_heads: int
+    ffn: int
+    rope_theta: float
+    norm_eps: float
+    qkv_bias: bool
+    tied_output: bool
+    # Dream was initialised from an AR model: the prediction for position i sits on row i - 1.
+    shift_logits: bool
+    mask_token_id: int
+    context_length: int
+    eos_token_ids: tuple[int, ...] = ()
+
+    @property
+    def head_dim(self) -> int:
+        return self.width // self.heads
+
+
+@dataclass(frozen=True)
+class TensorEntry:
+    shape: tuple[int, ...]
+    dtype: str
+    file: str
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Bytes of weights once loaded, per way of loading them, plus what a context of n tokens adds."""
+
+    weights: dict[str, int]
+    kv_cache_per_token: int
+
+    def total(self, load_as: str, context_tokens: int) -> int:
+        return self.weights[load_as] + self.kv_cache_per_token * context_tokens
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    path: Path
+    spec: TransformerSpec
+    tensors: dict[str, TensorEntry]
+    files: tuple[str, ...]
+    size_bytes: int
+    torch_dtype: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def parameter_count(self) -> int:
+        count = 0
+        for entry in self.tensors.values():
+            n = 1
+            for dim in entry.shape:
+                n *= dim
+            count += n
+        return count
+
+    def memory(self) -> MemoryEstimate:
+        return estimate_memory(self.spec)
+
+    def summary(self) -> dict[str, Any]:
+        memory = self.memory()
+        gib = 1024**3
+        return {
+            "path": str(self.path),
+            "format": "hf-safetensors",
+            "architecture": self.spec.architecture,
+            "parameters": self.parameter_count,
+            "size_gib": round(self.size_bytes / gib, 3),
+            "stored_dtype": self.torch_dtype,
+            "layers": self.spec.layers,
+            "width": self.spec.width,
+            "heads": f"{self.spec.heads} (kv {self.spec.kv_heads})",
+            "vocab_size": self.spec.vocab_size,
+            "context_length": self.spec.context_length,
+            "mask_token_id": self.spec.mask_token_id,
+            "shift_logits": self.spec.shift_logits,
+            "files": len(self.files),
+            "memory_gib": {
+                name: round(memory.total(name, self.spec.context_length) / gib, 2) for name in memory.weights
+            },
+        }
+
+
+# ----- config.json -------------------------------------------------------------------------------
+
+
+def _require(config: dict[str, Any], path: Path, *names: str) -> Any:
+    for name in names:
+        if name in config and config[name] is not None:
+            return config[name]
+    raise CheckpointError(
+        path, f"config.json has no {' or '.join(repr(n) for n in names)}", "The config is incomplete."
+    )
+
+
+def _as_ids(value: Any) -> tuple[int, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, list):
+        return tuple(int(v) for v in value)
+    return (int(value),)
+
+
+def _architecture(config: dict[str, Any]) -> str | None:
+    names = [str(n).lower() for n in config.get("architectures") or []]
+    model_type = str(config.get("model_type", "")).lower()
+    if model_type == "llada" or any(n.startswith("llada") and "moe" not in n for n in names):
+        return "llada"
+    if model_type == "dream" or any(n.startswith("dream") for n in names):
+        return "dream"
+    return None
+
+
+def spec_from_config(config: dict[str, Any], path: Path) -> TransformerSpec:
+    architecture = _architecture(config)
+    if architecture is None:
+        found = config.get("architectures") or config.get("model_type") or "nothing"
+        raise UnsupportedModel(
+            path,
+            f"is not a LLaDA or Dream checkpoint (config.json names {found})",
+            "The torch backend serves LLaDA and Dream checkpoints; other diffusion models need a GGUF.",
+        )
+    if architecture == "llada":
+        heads = int(_require(config, path, "n_heads"))
+        spec = TransformerSpec(
+            architecture="llada",
+            vocab_size=int(_require(config, path, "embedding_size", "vocab_size")),
+            width=int(_require(config, path, "d_model")),
+            layers=int(_require(config, path, "n_layers")),
+            heads=heads,
+            kv_heads=int(config.get("n_kv_heads") or heads),
+            ffn=int(_require(config, path, "mlp_hidden_size")),
+            rope_theta=float(config.get("rope_theta", 10000.0)),
+            norm_eps=float(config.get("rms_norm_eps", 1e-5)),
+            qkv_bias=bool(config.get("include_bias") or config.get("include_qkv_bias")),
+            tied_output=bool(config.get("weight_tying", False)),
+            shift_logits=False,
+            mask_token_id=int(config.get("mask_token_id", 126336)),
+            context_length=int(config.get("max_sequence_length", 4096)),
+            eos_token_ids=_as_ids(config.get("eos_token_id")),
+        )
+        if str(config.get("block_type", "llama")) != "llama" or str(config.get("layer_norm_type", "rms")) != "rms":
+            raise UnsupportedModel(path, "is a LLaDA variant Sharpen does not implement", "Only llama-type blocks.")
+    else:
+        heads = int(_require(config, path, "num_attention_heads"))
+        spec = TransformerSpec(
+            architecture="dream",
+            vocab_size=int(_require(config, path, "vocab_size")),
+            width=int(_require(config, path, "hidden_size")),
+            layers=int(_require(config, path, "num_hidden_layers")),
+            heads=heads,
+            kv_heads=int(config.get("num_key_value_heads") or heads),
+            ffn=int(_require(config, path, "intermediate_size")),
+            rope_theta=float(config.get("rope_theta", 10000.0)),
+            norm_eps=float(config.get("rms_norm_eps", 1e-6)),
+            qkv_bias=True,
+            tied_output=bool(config.get("tie_word_embeddings", False)),
+            shift_logits=True,
+            mask_token_id=int(_require(config, path, "mask_token_id")),
+            context_length=int(config.get("max_position_embeddings", 4096)),
+            eos_token_ids=_as_ids(config.get("eos_token_id")),
+        )
+    if spec.width % spec.heads or spec.heads % spec.kv_heads or spec.head_dim % 2:
+        raise CheckpointError(
+            path,
+            f"config.json's shape does not add up (width {spec.width}, {spec.heads} heads, {spec.kv_heads} kv heads)",
+            "The config is corrupt or from another model.",
+        )
+    if not 0 <= spec.mask_token_id < spec.vocab_size:
+        raise CheckpointError(path, f"mask_token_id {spec.mask_token_id} is outside the vocabulary ({spec.vocab_size})")
+    return spec
+
+
+# ----- tensor names ------------------------------------------------------------------------------
+
+
+def expected_tensors(spec: TransformerSpec) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """Sharpen's parameter name -> (the checkpoint's tensor name, its shape), for every weight loaded."""
+    kv_width = spec.kv_heads * spec.head_dim
+    if spec.architecture == "llada":
+        root = "model.transformer"
+        top = {
+            "embed.weight": (f"{root}.wte.weight", (spec.vocab_size, spec.width)),
+            "norm.weight": (f"{root}.ln_f.weight", (spec.width,)),
+        }
+        if not spec.tied_output:
+            top["output.weight"] = (f"{root}.ff_out.weight", (spec.vocab_size, spec.width))
+        layer_names = {
+            "attn_norm.weight": "attn_norm.weight",
+            "attention.q.weight": "q_proj.weight",
+            "attention.k.weight": "k_proj.weight",
+            "attention.v.weight": "v_proj.weight",
+            "attention.o.weight": "attn_out.weight",
+            "ffn_norm.weight": "ff_norm.weight",
+            "gate.weight": "ff_proj.weight",
+            "up.weight": "up_proj.weight",
+            "down.weight": "ff_out.weight",
+            "attention.q.bias": "q_proj.bias",
+            "attention.k.bias": "k_proj.bias",
+            "attention.v.bias": "v_proj.bias",
+        }
+        layer_prefix = f"{root}.blocks"
+    else:
+        top = {
+            "embed.weight": ("model.embed_tokens.weight", (spec.vocab_size, spec.width)),
+            "norm.weight": ("model.norm.weight", (spec.width,)),
+        }
+        if not spec.tied_output:
+            top["output.weight"] = ("lm_head.weight", (spec.vocab_size, spec.width))
+        layer_names = {
+            "attn_norm.weight": "input_layernorm.weight",
+            "attention.q.weight": "self_attn.q_proj.weight",
+            "attention.k.weight": "self_attn.k_proj.weight",
+            "attention.v.weight": "self_attn.v_proj.weight",
+            "attention.o.weight": "self_attn.o_proj.weight",
+            "ffn_norm.weight": "post_attention_layernorm.weight",
+            "gate.weight": "mlp.gate_proj.weight",
+            "up.weight": "mlp.up_proj.weight",
+            "down.weight": "mlp.down_proj.weight",
+            "attention.q.bias": "self_attn.q_proj.bias",
+            "attention.k.bias": "self_attn.k_proj.bias",
+            "attention.v.bias": "self_attn.v_proj.bias",
+        }
+        layer_prefix = "model.layers"
+    shapes = {
+        "attn_norm.weight": (spec.width,),
+        "attention.q.weight": (spec.width, spec.width),
+        "attention.k.weight": (kv_width, spec.width),
+        "attention.v.weight": (kv_width, spec.width),
+        "attention.o.weight": (spec.width, spec.width),
+        "ffn_norm.weight": (spec.width,),
+        "gate.weight": (spec.ffn, spec.width),
+        "up.weight": (spec.ffn, spec.width),
+        "down.weight": (spec.width, spec.ffn),
+        "attention.q.bias": (spec.width,),
+        "attention.k.bias": (kv_width,),
+        "attention.v.bias": (kv_width,),
+    }
+    names = dict(top)
+    for layer in range(spec.layers):
+        for ours, theirs in layer_names.items():
+            if ours.endswith(".bias") and not spec.qkv_bias:
+                continue
+            names[f"blocks.{layer}.{ours}"] = (f"{layer_prefix}.{layer}.{theirs}", shapes[ours])
+    return names
+
+
+# ----- memory ------------------------------------------------------------------------------------
+
+# bitsandbytes NF4 stores 4 bits per weight plus an absmax per 64 weights; double quantization stores
+# those as 8-bit with one fp32 per 256 of them: 0.5 + 1/64 * (1 + 4/256) bytes per weight.
+NF4_BYTES = 0.5 + (1 + 4 / 256) / 64
+INT8_BYTES = 1 + 4 / 4096  # one int8 per weight, an fp32 scale per output row (rows of ~4096)
+LOAD_AS = ("fp32", "bf16", "nf4", "int8")
+
+
+def estimate_memory(spec: TransformerSpec) -> MemoryEstimate:
+    """What the weights take once loaded, for each way to load them.
+
+    Quantization applies to the transformer blocks' linear layers; embeddings, the output layer and
+    the norms stay in the compute dtype (bf16 beside quantized layers, as bitsandbytes users run them).
+    """
+    kv_width = spec.kv_heads * spec.head_dim
+    linear = spec.layers * (2 * spec.width * spec.width + 2 * kv_width * spec.width + 3 * spec.ffn * spec.width)
+    other = spec.vocab_size * spec.width * (1 if spec.tied_output else 2) + spec.layers * 2 * spec.width + spec.width
+    if spec.qkv_bias:
+        other += spec.layers * (spec.width + 2 * kv_width)
+    weights = {
+        "fp32": 4 * (linear + other),
+        "bf16": 2 * (linear + other),
+        "nf4": int(NF4_BYTES * linear) + 2 * other,
+        "int8": int(INT8_BYTES * linear) + 2 * other,
+    }
+    # Keys and values for every layer at every position, in the compute dtype (2 bytes on a GPU).
+    return MemoryEstimate(weights=weights, kv_cache_per_token=2 * spec.layers * kv_width * 2)
+
+
+# ----- the folder --------------------------------------------------------------------------------
+
+
+def is_checkpoint_folder(path: Path) -> bool:
+    return path.is_dir() and (path / CONFIG_FILE).is_file()
+
+
+def read_safetensors_header(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(8)
+            if len(raw) < 8:
+                raise CheckpointError(path, "is too short to be a safetensors file", "Download the file again.")
+            (length,) = struct.unpack("<Q", raw)
+            if length > 100_000_000:
+                raise CheckpointError(path, "does not start with a safetensors header", "Download the file again.")
+            header = json.loads(handle.read(length))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CheckpointError(path, f"is not a readable safetensors file ({error})", "Download it again.") from error
+    if not isinstance(header, dict):
+        raise CheckpointError(path, "has a malformed safetensors header", "Download the file again.")
+    header.pop("__metadata__", None)
+    return header
+
+
+def _shard_files(folder: Path) -> list[str]:
+    index = folder / INDEX_FILE
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        except (OSError, json.JSONDecodeError, KeyError, TypeError) as error:
+            raise CheckpointError(index, f"is not a valid shard index ({error})", "Download it again.") from error
+        files = sorted(set(weight_map.values()))
+        missing = [name for name in files if not (folder / name).is_file()]
+        if missing:
+            raise MissingModelFile(
+                folder,
+                f"is missing {len(missing)} of its {len(files)} weight shards ({', '.join(missing)})",
+                "The download is incomplete: pull the model again.",
+            )
+        return files
+    if (folder / SINGLE_FILE).is_file():
+        return [SINGLE_FILE]
+    raise MissingModelFile(
+        folder, f"has a config.json but no {SINGLE_FILE} or {INDEX_FILE}", "Only safetensors checkpoints load."
+    )
+
+
+def inspect_checkpoint(path: Path | str) -> CheckpointInfo:
+    """Read a checkpoint folder's config and tensor table; raise a ModelError naming what is wrong."""
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        raise MissingModelFile(folder, "no such checkpoint folder", "Give the folder that holds config.json.")
+    config_path = folder / CONFIG_FILE
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except FileNotFoundError as error:
+        raise MissingModelFile(folder, "has no config.json", "Give the folder of a Hugging Face checkpoint.") from error
+    except (OSError, json.JSONDecodeError) as error:
+        raise CheckpointError(config_path, f"is not valid JSON ({error})", "Download it again.") from error
+    if not isinstance(config, dict):
+        raise CheckpointError(config_path, "is not a JSON object", "Download it again.")
+    spec = spec_from_config(config, folder)
+    files = _shard_files(folder)
+    tensors: dict[str, TensorEntry] = {}
+    size = 0
+    for name in files:
+        shard = folder / name
+        size += shard.stat().st_size
+        for tensor, meta in read_safetensors_header(shard).items():
+            tensors[tensor] = TensorEntry(tuple(int(d) for d in meta["shape"]), str(meta["dtype"]), name)
+    check_tensors(spec, tensors, folder)
+    dtypes = sorted({entry.dtype for entry in tensors.values()})
+    return CheckpointInfo(
+        path=folder,
+        spec=spec,
+        tensors=tensors,
+        files=tuple(files),
+        size_bytes=size,
+        torch_dtype=str(config.get("torch_dtype") or "/".join(dtypes)),
+    )
+
+
+def check_tensors(spec: TransformerSpec, tensors: dict[str, TensorEntry], folder: Path) -> None:
+    problems: list[str] = []
+    for theirs, shape in expected_tensors(spec).values():
+        entry = tensors.get(theirs)
+        if entry is None:
+            problems.append(f"{theirs} is missing")
+        elif entry.shape != shape:
+            problems.append(f"{theirs} has shape {list(entry.shape)}, config.json implies {list(shape)}")
+        elif entry.dtype not in SAFETENSORS_BYTES or entry.dtype in {"BOOL", "I64", "I32", "I16", "I8", "U8"}:
+            problems.append(f"{theirs} is stored as {entry.dtype}, not a float type")
+    if problems:
+        shown = "; ".join(problems[:4]) + (f"; and {len(problems) - 4} more" if len(problems) > 4 else "")
+        raise CheckpointError(
+            folder,
+            f"does not match its config.json: {shown}",
+            "The weights and config.json are from different models, or the download is incomplete.",
+        )

@@ -1,0 +1,247 @@
+"""Tiny Hugging Face checkpoints in the real LLaDA and Dream layouts, written at test time.
+
+Same shapes and tokenizer as the tiny GGUFs (SmolLM2's vocabulary, 2 layers, width 64), weights under the
+names the real checkpoints use, a real config.json, a tokenizer.json built from SmolLM2's vocabulary and
+merges, and a tokenizer_config.json with its chat template. `export_gguf` writes the same weights as a
+llama.cpp GGUF (LLaDA: q and k rows permuted into ggml's rope layout, as llama.cpp's converter does).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from fixture_models import FFN, HEADS, LAYERS, VOCAB, WIDTH, smollm2_tokenizer, write_tiny_model
+from safetensors.numpy import save_file
+
+MASK_ID = 16
+KV_HEADS_DREAM = 2  # Dream uses grouped KV heads; the fixture does too
+
+
+def llada_config(**overrides: object) -> dict[str, object]:
+    config: dict[str, object] = {
+        "architectures": ["LLaDAModelLM"],
+        "model_type": "llada",
+        "d_model": WIDTH,
+        "n_heads": HEADS,
+        "n_kv_heads": HEADS,
+        "n_layers": LAYERS,
+        "mlp_hidden_size": FFN,
+        "vocab_size": VOCAB,
+        "embedding_size": VOCAB,
+        "rope_theta": 10000.0,
+        "rms_norm_eps": 1e-5,
+        "include_bias": False,
+        "include_qkv_bias": False,
+        "weight_tying": False,
+        "block_type": "llama",
+        "layer_norm_type": "rms",
+        "mask_token_id": MASK_ID,
+        "max_sequence_length": 512,
+        "eos_token_id": 2,
+        "torch_dtype": "float32",
+    }
+    config.update(overrides)
+    return config
+
+
+def dream_config(**overrides: object) -> dict[str, object]:
+    config: dict[str, object] = {
+        "architectures": ["DreamModel"],
+        "model_type": "Dream",
+        "hidden_size": WIDTH,
+        "num_attention_heads": HEADS,
+        "num_key_value_heads": KV_HEADS_DREAM,
+        "num_hidden_layers": LAYERS,
+        "intermediate_size": FFN,
+        "vocab_size": VOCAB,
+        "rope_theta": 10000.0,
+        "rms_norm_eps": 1e-5,
+        "tie_word_embeddings": False,
+        "mask_token_id": MASK_ID,
+        "max_position_embeddings": 512,
+        "eos_token_id": 2,
+        "torch_dtype": "float32",
+    }
+    config.update(overrides)
+    return config
+
+
+def random_weights(architecture: str, seed: int = 0) -> dict[str, np.ndarray]:
+    """Sharpen-side names -> arrays. Embeddings and output are large enough that greedy choices are
+    clear-cut (no near-ties for rounding to flip between backends)."""
+    rng = np.random.default_rng(seed)
+    kv_width = (KV_HEADS_DREAM if architecture == "dream" else HEADS) * (WIDTH // HEADS)
+
+    def weight(*shape: int, scale: float = 0.15) -> np.ndarray:
+        return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+    tensors = {
+        "embed.weight": weight(VOCAB, WIDTH, scale=1.0),
+        "norm.weight": (1 + weight(WIDTH, scale=0.1)),
+        "output.weight": weight(VOCAB, WIDTH, scale=0.5),
+    }
+    for layer in range(LAYERS):
+        block = f"blocks.{layer}"
+        tensors |= {
+            f"{block}.attn_norm.weight": 1 + weight(WIDTH, scale=0.1),
+            f"{block}.attention.q.weight": weight(WIDTH, WIDTH),
+            f"{block}.attention.k.weight": weight(kv_width, WIDTH),
+            f"{block}.attention.v.weight": weight(kv_width, WIDTH),
+            f"{block}.attention.o.weight": weight(WIDTH, WIDTH),
+            f"{block}.ffn_norm.weight": 1 + weight(WIDTH, scale=0.1),
+            f"{block}.gate.weight": weight(FFN, WIDTH),
+            f"{block}.up.weight": weight(FFN, WIDTH),
+            f"{block}.down.weight": weight(WIDTH, FFN),
+        }
+        if architecture == "dream":
+            tensors |= {
+                f"{block}.attention.q.bias": weight(WIDTH, scale=0.1),
+                f"{block}.attention.k.bias": weight(kv_width, scale=0.1),
+                f"{block}.attention.v.bias": weight(kv_width, scale=0.1),
+            }
+    return tensors
+
+
+HF_NAMES = {
+    "llada": {
+        "embed.weight": "model.transformer.wte.weight",
+        "norm.weight": "model.transformer.ln_f.weight",
+        "output.weight": "model.transformer.ff_out.weight",
+        "attn_norm.weight": "model.transformer.blocks.{i}.attn_norm.weight",
+        "attention.q.weight": "model.transformer.blocks.{i}.q_proj.weight",
+        "attention.k.weight": "model.transformer.blocks.{i}.k_proj.weight",
+        "attention.v.weight": "model.transformer.blocks.{i}.v_proj.weight",
+        "attention.o.weight": "model.transformer.blocks.{i}.attn_out.weight",
+        "ffn_norm.weight": "model.transformer.blocks.{i}.ff_norm.weight",
+        "gate.weight": "model.transformer.blocks.{i}.ff_proj.weight",
+        "up.weight": "model.transformer.blocks.{i}.up_proj.weight",
+        "down.weight": "model.transformer.blocks.{i}.ff_out.weight",
+    },
+    "dream": {
+        "embed.weight": "model.embed_tokens.weight",
+        "norm.weight": "model.norm.weight",
+        "output.weight": "lm_head.weight",
+        "attn_norm.weight": "model.layers.{i}.input_layernorm.weight",
+        "attention.q.weight": "model.layers.{i}.self_attn.q_proj.weight",
+        "attention.k.weight": "model.layers.{i}.self_attn.k_proj.weight",
+        "attention.v.weight": "model.layers.{i}.self_attn.v_proj.weight",
+        "attention.o.weight": "model.layers.{i}.self_attn.o_proj.weight",
+        "attention.q.bias": "model.layers.{i}.self_attn.q_proj.bias",
+        "attention.k.bias": "model.layers.{i}.self_attn.k_proj.bias",
+        "attention.v.bias": "model.layers.{i}.self_attn.v_proj.bias",
+        "ffn_norm.weight": "model.layers.{i}.post_attention_layernorm.weight",
+        "gate.weight": "model.layers.{i}.mlp.gate_proj.weight",
+        "up.weight": "model.layers.{i}.mlp.up_proj.weight",
+        "down.weight": "model.layers.{i}.mlp.down_proj.weight",
+    },
+}
+
+
+def hf_name(architecture: str, ours: str) -> str:
+    if ours.startswith("blocks."):
+        _, layer, rest = ours.split(".", 2)
+        return HF_NAMES[architecture][rest].format(i=layer)
+    return HF_NAMES[architecture][ours]
+
+
+def write_tokenizer(folder: Path) -> None:
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
+    source = smollm2_tokenizer()
+    vocab = {token: index for index, token in enumerate(source.tokens)}
+    merges = [tuple(merge.split(" ", 1)) for merge in source.merges]
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+    )
+    tokenizer.decoder = decoders.ByteLevel()
+    specials = [token for token, kind in zip(source.tokens, source.token_types, strict=True) if kind == 3]
+    tokenizer.add_special_tokens([AddedToken(token, special=True) for token in specials])
+    tokenizer.save(str(folder / "tokenizer.json"))
+    config = {
+        "bos_token": "<|im_start|>",
+        "eos_token": "<|im_end|>",
+        "add_bos_token": False,
+        "chat_template": source.chat_template,
+    }
+    (folder / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+
+
+def write_checkpoint(
+    folder: Path,
+    architecture: str,
+    *,
+    weights: dict[str, np.ndarray] | None = None,
+    config: dict[str, object] | None = None,
+    shards: int = 1,
+    seed: int = 0,
+) -> Path:
+    """A checkpoint folder in the real layout; `shards` > 1 splits the weights with an index file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    weights = weights if weights is not None else random_weights(architecture, seed)
+    config = config if config is not None else (llada_config() if architecture == "llada" else dream_config())
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    named = {hf_name(architecture, ours): array for ours, array in weights.items()}
+    if shards == 1:
+        save_file(named, str(folder / "model.safetensors"))
+    else:
+        names = sorted(named)
+        weight_map: dict[str, str] = {}
+        for index in range(shards):
+            file = f"model-{index + 1:05d}-of-{shards:05d}.safetensors"
+            part = names[index::shards]
+            save_file({name: named[name] for name in part}, str(folder / file))
+            weight_map |= dict.fromkeys(part, file)
+        index_json = {"metadata": {}, "weight_map": weight_map}
+        (folder / "model.safetensors.index.json").write_text(json.dumps(index_json), encoding="utf-8")
+    write_tokenizer(folder)
+    return folder
+
+
+def ggml_rope_rows(weight: np.ndarray, heads: int) -> np.ndarray:
+    """Hugging Face's rotate_half row order -> ggml's interleaved pairs (llama.cpp's converter does this)."""
+    rows, columns = weight.shape
+    return weight.reshape(heads, 2, rows // heads // 2, columns).swapaxes(1, 2).reshape(rows, columns)
+
+
+def export_gguf(path: Path, architecture: str, weights: dict[str, np.ndarray]) -> Path:
+    """The same weights as a llama.cpp diffusion GGUF of `architecture`."""
+    gguf_names = {
+        "attn_norm.weight": "attn_norm.weight",
+        "attention.q.weight": "attn_q.weight",
+        "attention.k.weight": "attn_k.weight",
+        "attention.v.weight": "attn_v.weight",
+        "attention.o.weight": "attn_output.weight",
+        "attention.q.bias": "attn_q.bias",
+        "attention.k.bias": "attn_k.bias",
+        "attention.v.bias": "attn_v.bias",
+        "ffn_norm.weight": "ffn_norm.weight",
+        "gate.weight": "ffn_gate.weight",
+        "up.weight": "ffn_up.weight",
+        "down.weight": "ffn_down.weight",
+    }
+    kv_heads = KV_HEADS_DREAM if architecture == "dream" else HEADS
+    tensors = {
+        "token_embd.weight": weights["embed.weight"],
+        "output_norm.weight": weights["norm.weight"],
+        "output.weight": weights["output.weight"],
+    }
+    for ours, array in weights.items():
+        if not ours.startswith("blocks."):
+            continue
+        _, layer, rest = ours.split(".", 2)
+        if architecture == "llada" and rest == "attention.q.weight":
+            array = ggml_rope_rows(array, HEADS)
+        if architecture == "llada" and rest == "attention.k.weight":
+            array = ggml_rope_rows(array, kv_heads)
+        tensors[f"blk.{layer}.{gguf_names[rest]}"] = array
+    return write_tiny_model(
+        path,
+        arch=architecture,
+        mask_token_id=MASK_ID,
+        shift_logits=architecture == "dream",
+        tensors=tensors,
+        kv_heads=kv_heads,
+    )
