@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
 from importlib.metadata import version
@@ -21,6 +22,7 @@ from engines.diffusion.trace import TraceError, load_trace
 from engines.events import Done, DraftStats, Event, Pass, Token
 from models.gguf_info import inspect_gguf
 from models.hf_checkpoint import inspect_checkpoint
+from models.hub import PullProgress
 from router.calibration import QUICK, CalibrationSizes
 from router.cost import DiffusionPlan, crossover_tokens
 from router.policy import diffusion_plan
@@ -347,16 +349,107 @@ def cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gb(size: int) -> str:
+    return f"{size / 1e9:.1f} GB" if size >= 1e9 else f"{size / 1e6:.0f} MB"
+
+
 def cmd_models(args: argparse.Namespace) -> int:
+    action = getattr(args, "action", None) or "list"
+    return {"list": _models_list, "pull": _models_pull, "rm": _models_rm, "info": _models_info, "use": _models_use}[
+        action
+    ](args)
+
+
+def _models_list(args: argparse.Namespace) -> int:
     statuses = _service().models()
     if args.json:
         print(json.dumps([{**asdict(s), "path": str(s.path) if s.path else None} for s in statuses], indent=2))
         return 0
     for status in statuses:
-        state = f"{status.size_bytes / 1e6:.0f} MB" if status.present and status.size_bytes else "missing"
+        if status.present and status.size_bytes:
+            state = _gb(status.size_bytes)
+        else:
+            state = f"get {_gb(status.download_bytes)}" if status.source.startswith("hf:") else "missing"
         used = f"  [in use for {', '.join(status.in_use_for)}]" if status.in_use_for else ""
-        print(f"{status.name:28} {status.role:9} {status.engine:10} {state:>8}{used}")
+        fit = "" if status.fits else "  (too big for this machine)"
+        print(f"{status.name:26} {status.role:9} {status.engine:16} {state:>11}{used}{fit}")
         print(f"    {status.description}")
+    print("\n`sharpen models pull NAME` downloads one; `sharpen models use NAME --for draft|complete` switches.")
+    return 0
+
+
+class _ProgressLine:
+    """One progress line on stderr: redrawn in place on a terminal, every 10% otherwise."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self.started = time.monotonic()
+        self.last_decile: dict[str, int] = {}
+
+    def __call__(self, event: PullProgress) -> None:
+        total = event.total_bytes or 0
+        share = event.done_bytes / total if total else 0.0
+        rate = event.done_bytes / max(1e-6, time.monotonic() - self.started)
+        line = (
+            f"{event.model}: {event.file} [{event.file_index}/{event.file_count}] {share:6.1%} "
+            f"{_gb(event.done_bytes)} of {_gb(total) if total else '?'} ({rate / 1e6:.1f} MB/s)"
+        )
+        if self.tty:
+            print(f"\r{line}\x1b[K", end="", file=sys.stderr, flush=True)
+            return
+        decile = int(share * 10)
+        if self.last_decile.get(event.file, -1) < decile:
+            self.last_decile[event.file] = decile
+            print(line, file=sys.stderr, flush=True)
+
+    def finish(self) -> None:
+        if self.tty:
+            print(file=sys.stderr)
+
+
+def _models_pull(args: argparse.Namespace) -> int:
+    progress = _ProgressLine()
+    try:
+        result = _service().pull_model(args.name, offline=args.offline, force=args.force, progress=progress)
+    finally:
+        progress.finish()
+    fetched = f"downloaded {result.downloaded_files} file(s)" if result.downloaded_files else "already in the cache"
+    print(f"{args.name}: {fetched}, {_gb(result.bytes_on_disk)}, {result.verified_files} file(s) verified")
+    print(result.path)
+    return 0
+
+
+def _models_rm(args: argparse.Namespace) -> int:
+    freed = _service().remove_model(args.name)
+    print(f"{args.name}: {'removed, ' + _gb(freed) + ' freed' if freed else 'was not downloaded; nothing to remove'}")
+    return 0
+
+
+def _models_info(args: argparse.Namespace) -> int:
+    info = _service().model_info(args.name)
+    if args.json:
+        print(json.dumps(info, indent=2, default=str))
+        return 0
+    for key, value in info.items():
+        if key == "file" and isinstance(value, dict):
+            print("file:")
+            for inner, detail in value.items():
+                print(f"  {inner:22} {detail}")
+        else:
+            print(f"{key:24} {value}")
+    return 0
+
+
+def _models_use(args: argparse.Namespace) -> int:
+    service = _service()
+    service.use_model(args.role, args.name, force=args.force)
+    print(f"models.{args.role} = {args.name}")
+    if args.force and service.config.models.check_fit:
+        set_value(service.paths.config_file, "models.check_fit", "false")
+        print(
+            "models.check_fit = false  (forced: Sharpen will load it without the fit check; "
+            "`sharpen config set models.check_fit true` restores the check)"
+        )
     return 0
 
 
@@ -488,9 +581,25 @@ def build_parser() -> argparse.ArgumentParser:
     config_set.add_argument("value")
     config.set_defaults(handler=cmd_config)
 
-    models = commands.add_parser("models", help="list the models Sharpen knows and which are present")
+    models = commands.add_parser("models", help="list, download, inspect, remove and switch models")
     models.add_argument("--json", action="store_true")
-    models.set_defaults(handler=cmd_models)
+    models.set_defaults(handler=cmd_models, action="list")
+    model_actions = models.add_subparsers(dest="action")
+    listing = model_actions.add_parser("list", help="the models Sharpen knows, which are present, which fit")
+    listing.add_argument("--json", action="store_true")
+    pull = model_actions.add_parser("pull", help="download a model from the Hugging Face Hub into the HF cache")
+    pull.add_argument("name")
+    pull.add_argument("--offline", action="store_true", help="use only the local cache (as HF_HUB_OFFLINE=1)")
+    pull.add_argument("--force", action="store_true", help="download even if it does not fit this machine")
+    remove_model = model_actions.add_parser("rm", help="delete a downloaded model from the HF cache")
+    remove_model.add_argument("name")
+    info = model_actions.add_parser("info", help="everything about one model: source, size, needs, file details")
+    info.add_argument("name")
+    info.add_argument("--json", action="store_true")
+    use = model_actions.add_parser("use", help="serve a role with a model (validated first)")
+    use.add_argument("name")
+    use.add_argument("--for", dest="role", required=True, choices=("draft", "complete"))
+    use.add_argument("--force", action="store_true", help="use it even if it does not fit this machine")
 
     inspect = commands.add_parser("inspect", help="show what a GGUF file or a checkpoint folder says about itself")
     inspect.add_argument("path")

@@ -54,8 +54,10 @@ class ModelsSection:
     )
     draft: str = setting(
         "sharpen-draft",
-        "diffusion model for drafts and rewrites: a catalogue name or a .gguf path; empty means none configured",
+        "diffusion model for drafts and rewrites: a catalogue name, a .gguf path or a checkpoint folder; "
+        "empty means none configured",
     )
+    check_fit: bool = setting(True, "refuse to load a catalogue model that needs more RAM/GPU memory than is free")
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,9 @@ class DiffusionSection:
         one_of("auto", "fp32", "bf16", "fp16"),
     )
     quantization: str = setting(
-        "none", "bitsandbytes quantization of checkpoint folders: none, nf4 or int8", one_of("none", "nf4", "int8")
+        "auto",
+        "bitsandbytes quantization of checkpoints: auto (the catalogue entry's, else none), none, nf4 or int8",
+        one_of("auto", "none", "nf4", "int8"),
     )
     torch_cache: str = setting(
         "prefix", "torch backend cache: none (full recompute), prefix or dual", one_of("none", "prefix", "dual")
@@ -176,6 +180,7 @@ class Config:
     keys: KeysSection = field(default_factory=KeysSection)
 
 
+USER_CATALOGUE = "catalogue"
 _TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "bool": bool}
 
 
@@ -236,6 +241,8 @@ def _flatten(raw: dict[str, Any], where: str) -> dict[str, Any]:
     registry = settings_registry()
     flat: dict[str, Any] = {}
     for section, table in raw.items():
+        if section == USER_CATALOGUE:
+            continue  # the user's model entries: validated by user_catalogue()
         if not isinstance(table, dict):
             raise ConfigError(f"{where}: {section!r} must be a [section] table; known sections: {_sections(registry)}")
         for name, value in table.items():
@@ -283,7 +290,23 @@ def read_raw(path: Path) -> dict[str, Any]:
 
 
 def load_config(path: Path) -> Config:
-    return config_from_flat(_flatten(read_raw(path), str(path)))
+    raw = read_raw(path)
+    user_catalogue(raw, path)
+    return config_from_flat(_flatten(raw, str(path)))
+
+
+def user_catalogue(raw: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The [catalogue.NAME] tables of a config file (the user's own models), checked."""
+    from models.catalogue import CatalogueError, catalogue
+
+    tables = raw.get(USER_CATALOGUE, {})
+    if not isinstance(tables, dict):
+        raise ConfigError(f"{path}: [{USER_CATALOGUE}] must hold one [{USER_CATALOGUE}.NAME] table per model")
+    try:
+        catalogue(tables, str(path))
+    except CatalogueError as error:
+        raise ConfigError(str(error)) from None
+    return tables
 
 
 def set_value(path: Path, key: str, text: str) -> Any:

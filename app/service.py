@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from app.atomic import write_atomic
-from app.config import Config, ConfigError, load_config, set_value
+from app.config import Config, ConfigError, load_config, read_raw, set_value, user_catalogue
 from app.paths import SharpenPaths, sharpen_paths
 from engines.cancel import CancelToken
 from engines.diffusion.backend import DraftBackend
@@ -21,10 +21,12 @@ from engines.errors import EngineError
 from engines.events import Done, DraftStats, Event, Pass
 from engines.llama_ar import LlamaAREngine, LlamaSettings, TrimPolicy
 from engines.llama_load import gpu_offload_available
-from models.catalogue import catalogue, resolve_model
-from models.errors import ModelError, UnsupportedModel
+from models.catalogue import CatalogueEntry, ResolvedModel, catalogue, resolve_model
+from models.errors import ModelError, UnknownModel, UnsupportedModel
+from models.fit import check_fit, require_disk, require_fit, this_machine
 from models.gguf_info import inspect_gguf
 from models.hf_checkpoint import inspect_checkpoint, is_checkpoint_folder
+from models.hub import HubSettings, ProgressCallback, PullError, PullResult, cached_path, pull, remove
 from router.calibration import CalibrationSizes, Progress, calibrate
 from router.cost import DiffusionPlan
 from router.policy import NoEngineAvailable, decide
@@ -58,6 +60,16 @@ class ModelStatus:
     present: bool
     size_bytes: int | None
     in_use_for: tuple[str, ...]
+    source: str = ""
+    download_bytes: int = 0
+    fit: str = ""
+    fits: bool = True
+
+
+def _size_on_disk(path: Path) -> int:
+    if path.is_dir():
+        return sum(p.resolve().stat().st_size for p in path.rglob("*") if p.is_file())
+    return path.stat().st_size
 
 
 class SharpenService:
@@ -79,7 +91,8 @@ class SharpenService:
         """The AR engine for the configured completion model, loaded on first use."""
         with self._engine_lock:
             if self._completion_engine is None:
-                model = resolve_model(self.config.models.complete)
+                model = self.resolve(self.config.models.complete)
+                self._require_fit_to_load(model)
                 ar = self.config.ar
                 settings = LlamaSettings(
                     n_ctx=ar.n_ctx, n_threads=ar.n_threads, n_batch=ar.n_batch, n_gpu_layers=ar.n_gpu_layers
@@ -94,10 +107,11 @@ class SharpenService:
                 name = self.config.models.draft.strip()
                 if not name:
                     raise NoDraftModel()
-                model = resolve_model(name)
+                model = self.resolve(name)
+                self._require_fit_to_load(model)
                 section = self.config.diffusion
                 if is_checkpoint_folder(model.path):
-                    self._draft_engine = DiffusionEngine(self._torch_backend(model.path), model.name)
+                    self._draft_engine = DiffusionEngine(self._torch_backend(model), model.name)
                     return self._draft_engine
                 settings = LlamaDiffusionSettings(
                     n_ctx=section.n_ctx,
@@ -108,7 +122,8 @@ class SharpenService:
                 self._draft_engine = DiffusionEngine(LlamaDiffusionBackend(model.path, settings), model.name)
             return self._draft_engine
 
-    def _torch_backend(self, folder: Path) -> DraftBackend:
+    def _torch_backend(self, model: ResolvedModel) -> DraftBackend:
+        folder = model.path
         # Imported here: torch is an optional extra, and everything else in Sharpen runs without it.
         try:
             from engines.diffusion.hf.backend import TorchDiffusionBackend, TorchDiffusionSettings
@@ -123,7 +138,7 @@ class SharpenService:
         load = TorchLoadSettings(
             device=section.device,
             dtype=section.dtype,
-            quantization=section.quantization,
+            quantization=self._quantization_for(model),
             max_gpu_memory_gib=section.max_gpu_memory_gib,
             offload=section.offload,
         )
@@ -169,7 +184,7 @@ class SharpenService:
             if not name.strip():
                 continue
             try:
-                path = resolve_model(name).path
+                path = self.resolve(name).path
                 if path.is_file() or (engine == "diffusion" and is_checkpoint_folder(path)):
                     present[engine] = name  # type: ignore[index]
             except ModelError:
@@ -302,12 +317,15 @@ class SharpenService:
         trace.record(done)
         return trace
 
-    def use_model(self, role: str, name: str) -> None:
+    def use_model(self, role: str, name: str, *, force: bool = False) -> None:
         """Point a role ("complete" or "draft") at a model, in the config file and in this session."""
         if role not in ("complete", "draft"):
             raise ConfigError(f"unknown role {role!r}: use complete or draft")
         # A missing, corrupt or wrong-kind file fails here, before the config changes.
-        path = resolve_model(name).path
+        model = self.resolve(name)
+        path = model.path
+        if model.entry is not None and not force:
+            self._require_fit(model.entry, action=f"use {name}", override="`--force` uses it anyway.")
         if is_checkpoint_folder(path):
             if role != "draft":
                 raise UnsupportedModel(path, "is a diffusion checkpoint", "Completions need an autoregressive GGUF.")
@@ -334,15 +352,29 @@ class SharpenService:
 
     # ----- models --------------------------------------------------------------------------------
 
+    def catalogue(self) -> dict[str, CatalogueEntry]:
+        """The built-in catalogue plus the user's [catalogue.NAME] entries from config.toml."""
+        return catalogue(user_catalogue(read_raw(self.paths.config_file), self.paths.config_file))
+
+    def resolve(self, name: str) -> ResolvedModel:
+        return resolve_model(name, self.catalogue())
+
+    def entry(self, name: str) -> CatalogueEntry:
+        entries = self.catalogue()
+        if name not in entries:
+            raise UnknownModel(name, sorted(entries))
+        return entries[name]
+
     def models(self) -> list[ModelStatus]:
         in_use = {"complete": self.config.models.complete, "draft": self.config.models.draft}
+        machine = this_machine()
         statuses: list[ModelStatus] = []
-        for entry in catalogue().values():
+        for entry in self.catalogue().values():
             try:
-                path: Path | None = resolve_model(entry.name).path
+                path: Path | None = resolve_model(entry.name, {entry.name: entry}).path
             except ModelError:
                 path = None
-            present = path is not None and path.is_file()
+            present = path is not None and (path.is_file() or is_checkpoint_folder(path))
             statuses.append(
                 ModelStatus(
                     name=entry.name,
@@ -351,8 +383,79 @@ class SharpenService:
                     description=entry.description,
                     path=path,
                     present=present,
-                    size_bytes=path.stat().st_size if present and path else None,
+                    size_bytes=_size_on_disk(path) if present and path else None,
                     in_use_for=tuple(role for role, name in in_use.items() if name == entry.name),
+                    source=entry.source,
+                    download_bytes=entry.size_bytes,
+                    fit=check_fit(entry, machine).reason,
+                    fits=check_fit(entry, machine).fits,
                 )
             )
         return statuses
+
+    def model_info(self, name: str) -> dict[str, object]:
+        """Everything known about one catalogue model: the entry, where it is, whether it fits, and what
+        the file itself says if it is present."""
+        entry = self.entry(name)
+        status = next(s for s in self.models() if s.name == name)
+        info: dict[str, object] = {
+            key: value for key, value in asdict(entry).items() if key not in ("name",) and value not in ("", 0, 0.0)
+        }
+        info |= {"name": name, "present": status.present, "path": str(status.path) if status.path else None}
+        info |= {"in_use_for": list(status.in_use_for), "fits": status.fits, "fit": status.fit}
+        if status.present and status.path is not None:
+            details = (
+                inspect_checkpoint(status.path).summary()
+                if is_checkpoint_folder(status.path)
+                else inspect_gguf(status.path).summary()
+            )
+            info["file"] = details
+        return info
+
+    def pull_model(
+        self, name: str, *, offline: bool = False, force: bool = False, progress: ProgressCallback | None = None
+    ) -> PullResult:
+        """Download a catalogue model into the Hugging Face cache (after the fit and disk checks)."""
+        entry = self.entry(name)
+        settings = HubSettings.from_environment(offline=offline)
+        if not entry.is_hub:
+            raise PullError(
+                f"{name} is {'embedded in Sharpen' if entry.is_embedded else 'a local model'}: nothing to pull"
+            )
+        if not force and cached_path(entry, settings) is None:
+            self._require_fit(entry, action=f"download {name}", override="`--force` downloads it anyway.")
+            if not settings.offline:
+                require_disk(entry, settings.cache_dir, override="`--force` downloads it anyway.")
+        return pull(entry, settings=settings, progress=progress)
+
+    def remove_model(self, name: str) -> int:
+        """Delete a pulled model from the Hugging Face cache; the bytes freed."""
+        entry = self.entry(name)
+        in_use = [role for role in ("complete", "draft") if getattr(self.config.models, role) == name]
+        if in_use:
+            raise PullError(
+                f"{name} is in use for {' and '.join(in_use)}; switch to another model first "
+                f"(`sharpen models use OTHER --for {in_use[0]}`)"
+            )
+        return remove(entry)
+
+    def _require_fit(self, entry: CatalogueEntry, *, action: str, override: str) -> None:
+        if entry.needs_ram_gib or entry.needs_vram_gib:
+            require_fit(entry, this_machine(), action=action, override=override)
+
+    def _require_fit_to_load(self, model: ResolvedModel) -> None:
+        if model.entry is not None and self.config.models.check_fit:
+            self._require_fit(
+                model.entry,
+                action=f"load {model.name}",
+                override="`sharpen config set models.check_fit false` loads it anyway.",
+            )
+
+    def _quantization_for(self, model: ResolvedModel) -> str:
+        chosen = self.config.diffusion.quantization
+        if chosen != "auto":
+            return chosen
+        entry = model.entry
+        if entry is not None and entry.format == "hf-safetensors" and entry.quantization in ("nf4", "int8"):
+            return entry.quantization
+        return "none"

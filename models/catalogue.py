@@ -1,17 +1,32 @@
-"""The model catalogue: the models Sharpen knows by name, and where their files are."""
+"""The model catalogue: the models Sharpen knows by name, where their files come from, what they need.
+
+The built-in entries live in catalogue.toml (data, not code); users add their own as [catalogue.NAME]
+tables in config.toml, validated here with errors that name the table and the key.
+"""
 
 from __future__ import annotations
 
 import importlib.util
 import tomllib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
-from models.errors import MissingModelFile, UnknownModel
+from models.errors import MissingModelFile, ModelError, UnknownModel
 
 EMBEDDED_PREFIX = "embedded:"
+HF_PREFIX = "hf:"
+PATH_PREFIX = "path:"
+ROLES = ("complete", "draft")
+ENGINES = ("llama-ar", "llama-diffusion", "torch-diffusion")
+FORMATS = ("gguf", "hf-safetensors")
+
+
+class CatalogueError(ModelError):
+    """A catalogue entry (built-in or the user's) is malformed."""
 
 
 @dataclass(frozen=True)
@@ -20,28 +35,106 @@ class CatalogueEntry:
     role: str
     engine: str
     source: str
-    format: str
-    quantization: str
-    parameters: str
-    context_length: int
-    license: str
-    description: str
+    format: str = "gguf"
+    backend: str = "llama.cpp"
+    quantization: str = ""
+    parameters: str = ""
+    size_bytes: int = 0
+    sha256: str = ""
+    revision: str = "main"
+    context_length: int = 0
+    license: str = ""
+    needs_ram_gib: float = 0.0
+    needs_vram_gib: float = 0.0
+    description: str = ""
+    builtin: bool = True
+
+    @property
+    def is_hub(self) -> bool:
+        return self.source.startswith(HF_PREFIX)
+
+    @property
+    def is_embedded(self) -> bool:
+        return self.source.startswith(EMBEDDED_PREFIX)
+
+    @property
+    def hub_repo(self) -> str:
+        """owner/name of a hf: source."""
+        parts = self.source.removeprefix(HF_PREFIX).split("/")
+        return "/".join(parts[:2])
+
+    @property
+    def hub_file(self) -> str | None:
+        """The file inside the repo for a single-file source; None for a whole checkpoint."""
+        parts = self.source.removeprefix(HF_PREFIX).split("/", 2)
+        return parts[2] if len(parts) == 3 else None
+
+
+_REQUIRED = ("role", "engine", "source")
+_KNOWN = {f.name: f.type for f in fields(CatalogueEntry) if f.name not in ("name", "builtin")}
+
+
+def entry_from_table(name: str, table: Any, where: str, *, builtin: bool) -> CatalogueEntry:
+    if not isinstance(table, dict):
+        raise CatalogueError(f"{where}: [{name}] must be a table of keys ({', '.join(_REQUIRED)}, ...)")
+    unknown = sorted(set(table) - set(_KNOWN))
+    if unknown:
+        raise CatalogueError(f"{where}: [{name}] has unknown keys {unknown}; known keys: {', '.join(sorted(_KNOWN))}")
+    missing = [key for key in _REQUIRED if key not in table]
+    if missing:
+        raise CatalogueError(f"{where}: [{name}] needs {', '.join(missing)}")
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        expected = _KNOWN[key]
+        if expected == "float" and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        kind = {"str": str, "int": int, "float": float}[str(expected)]
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise CatalogueError(f"{where}: [{name}] {key} must be a {expected!s}, got {value!r}")
+        values[key] = value
+    entry = CatalogueEntry(name=name, builtin=builtin, **values)
+    problems = []
+    if entry.role not in ROLES:
+        problems.append(f"role must be one of {', '.join(ROLES)}")
+    if entry.engine not in ENGINES:
+        problems.append(f"engine must be one of {', '.join(ENGINES)}")
+    if entry.format not in FORMATS:
+        problems.append(f"format must be one of {', '.join(FORMATS)}")
+    if not entry.source.startswith((EMBEDDED_PREFIX, HF_PREFIX, PATH_PREFIX)):
+        problems.append("source must start with embedded:, hf: or path:")
+    if entry.is_hub and entry.hub_repo.count("/") != 1:
+        problems.append("an hf: source is hf:OWNER/REPO or hf:OWNER/REPO/FILE")
+    if entry.is_hub and entry.format == "gguf" and entry.hub_file is None:
+        problems.append("a GGUF from the Hub names its file: hf:OWNER/REPO/FILE.gguf")
+    if entry.sha256 and (len(entry.sha256) != 64 or any(c not in "0123456789abcdef" for c in entry.sha256)):
+        problems.append("sha256 must be 64 lowercase hex digits")
+    if problems:
+        raise CatalogueError(f"{where}: [{name}] " + "; ".join(problems))
+    return entry
+
+
+@cache
+def builtin_catalogue() -> dict[str, CatalogueEntry]:
+    text = resources.files("models").joinpath("catalogue.toml").read_text(encoding="utf-8")
+    tables = tomllib.loads(text)["models"]
+    return {name: entry_from_table(name, t, "catalogue.toml", builtin=True) for name, t in tables.items()}
+
+
+def catalogue(user_tables: Mapping[str, Any] | None = None, where: str = "config.toml") -> dict[str, CatalogueEntry]:
+    """The built-in entries, with the user's [catalogue.NAME] tables added (a user entry may replace one)."""
+    entries = dict(builtin_catalogue())
+    for name, table in (user_tables or {}).items():
+        entries[name] = entry_from_table(name, table, f"{where} [catalogue]", builtin=False)
+    return entries
 
 
 @dataclass(frozen=True)
 class ResolvedModel:
-    """A model name turned into a file on disk."""
+    """A model name turned into a file or folder on disk (which may not exist yet)."""
 
     name: str
     path: Path
     entry: CatalogueEntry | None
-
-
-@cache
-def catalogue() -> dict[str, CatalogueEntry]:
-    text = resources.files("models").joinpath("catalogue.toml").read_text(encoding="utf-8")
-    tables = tomllib.loads(text)["models"]
-    return {name: CatalogueEntry(name=name, **fields) for name, fields in tables.items()}
 
 
 def embedded_file(source: str) -> Path:
@@ -65,14 +158,27 @@ def looks_like_path(name: str) -> bool:
     return "/" in name or name.endswith(".gguf") or name.startswith(("~", "."))
 
 
-def resolve_model(name: str) -> ResolvedModel:
-    """Turn a catalogue name or a file path into a path. Does not check the file itself."""
-    if looks_like_path(name):
-        return ResolvedModel(name=Path(name).name, path=Path(name).expanduser(), entry=None)
-    entries = catalogue()
+def resolve_model(name: str, entries: Mapping[str, CatalogueEntry] | None = None) -> ResolvedModel:
+    """Turn a catalogue name or a path into a path on disk. Never touches the network.
+
+    A Hub model resolves to its file in the Hugging Face cache; one that was never pulled raises
+    MissingModelFile saying how to pull it.
+    """
+    entries = entries if entries is not None else builtin_catalogue()
     entry = entries.get(name)
     if entry is None:
+        if looks_like_path(name):
+            return ResolvedModel(name=Path(name).name, path=Path(name).expanduser(), entry=None)
         raise UnknownModel(name, sorted(entries))
-    if entry.source.startswith(EMBEDDED_PREFIX):
+    if entry.is_embedded:
         return ResolvedModel(name=name, path=embedded_file(entry.source), entry=entry)
-    raise MissingModelFile(Path(entry.source), f"model {name!r} has an unsupported source {entry.source!r}")
+    if entry.source.startswith(PATH_PREFIX):
+        return ResolvedModel(name=name, path=Path(entry.source.removeprefix(PATH_PREFIX)).expanduser(), entry=entry)
+    from models.hub import cached_path
+
+    path = cached_path(entry)
+    if path is None:
+        raise MissingModelFile(
+            Path(entry.source), f"model {name!r} is not downloaded yet", f"Run `sharpen models pull {name}`."
+        )
+    return ResolvedModel(name=name, path=path, entry=entry)

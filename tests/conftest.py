@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fixture_models import write_tiny_model
+from hub_server import FakeHub, RunningHub
 
 from engines.llama_ar import LlamaAREngine, LlamaSettings
 from models.catalogue import resolve_model
@@ -101,3 +103,14 @@ def dream_checkpoint(model_dir: Path) -> Path:
     from fixture_checkpoints import write_checkpoint
 
     return write_checkpoint(model_dir / "tiny-dream-hf", "dream")
+
+
+@pytest.fixture
+def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
+    """A loopback server in the Hugging Face Hub's layout; HF_ENDPOINT points at it, HF_HOME is private."""
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    with RunningHub() as running:
+        monkeypatch.setenv("HF_ENDPOINT", running.url)
+        yield running

@@ -469,7 +469,7 @@ class SharpenApp(App[None]):
         )
 
     def action_models(self) -> None:
-        screen = ModelsScreen(self.service.models(), self.service.config.models.draft)
+        screen = ModelsScreen(self.service)
         self.push_screen(screen, self._use_model)
 
     def _use_model(self, choice: tuple[str, str] | None) -> None:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from textual.pilot import Pilot
 from ui_support import AppFactory, make_config
 
+from app import service as service_module
 from engines.diffusion.trace import load_trace
+from models.fit import Machine
 
 SIZE = (80, 24)
 TEXT = "Dear Sam,\n\nThanks for the notes from Tuesday. I went through the list this morning."
@@ -34,7 +37,9 @@ def test_help_screen(snap_compare, make_app: AppFactory) -> None:  # type: ignor
     assert snap_compare(app, terminal_size=SIZE, run_before=prepare, press=["f1"])
 
 
-def test_models_screen(snap_compare, make_app: AppFactory) -> None:  # type: ignore[no-untyped-def]
+def test_models_screen(snap_compare, make_app: AppFactory, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    # The "fits" column depends on the machine: draw it for a fixed one (16 GiB free, no GPU).
+    monkeypatch.setattr(service_module, "this_machine", lambda: Machine(16 * 1024**3, 24 * 1024**3, 0, ""))
     app, prepare = editor_app(make_app)
     assert snap_compare(app, terminal_size=SIZE, run_before=prepare, press=["f2"])
 

@@ -1,14 +1,44 @@
-"""F2: the models Sharpen knows, which are present, which serves what; switch between them."""
+"""F2: the models Sharpen knows, which are present and fit, which serves what; pull and switch.
+
+Pulls run in a worker thread through the same service as `sharpen models pull`; progress reaches the
+screen as posted messages, at most one per percent, so a fast download never floods the UI thread.
+"""
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
+
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Label
+from textual.widgets import DataTable, Label, ProgressBar
 
-from app.service import ModelStatus
+from app.service import ModelStatus, SharpenError, SharpenService
+from models.hub import PullProgress, PullResult
+
+
+@dataclass
+class PullUpdate(Message):
+    event: PullProgress
+
+
+@dataclass
+class PullFinished(Message):
+    name: str
+    result: PullResult | None
+    error: str | None
+
+
+def size_label(model: ModelStatus) -> str:
+    if model.present and model.size_bytes:
+        return f"{model.size_bytes / 1e6:,.0f} MB"
+    if model.source.startswith("hf:"):
+        return f"get {model.download_bytes / 1e9:.1f} GB" if model.download_bytes else "not pulled"
+    return "missing"
 
 
 class ModelsScreen(ModalScreen[tuple[str, str] | None]):
@@ -18,32 +48,113 @@ class ModelsScreen(ModalScreen[tuple[str, str] | None]):
         Binding("escape,f2", "close", "Close"),
         Binding("c", "use('complete')", "Use for completions"),
         Binding("d", "use('draft')", "Use for drafts"),
+        Binding("p", "pull", "Pull from the Hub"),
     ]
 
-    def __init__(self, models: list[ModelStatus], draft_model: str) -> None:
+    def __init__(self, service: SharpenService) -> None:
         super().__init__()
-        self.models = models
-        self.draft_model = draft_model
+        self.service = service
+        self.models = service.models()
+        self.pulling: str | None = None
+        self._last_percent = -1
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog wide"):
-            yield Label("Models — c: use for completions · d: use for drafts · esc: close", classes="title")
+            yield Label("Models · c: completions · d: drafts · p: pull · esc: close", classes="title")
             table: DataTable[str] = DataTable(cursor_type="row", id="models")
-            table.add_columns("name", "role", "engine", "size", "serves")
-            for model in self.models:
-                size = f"{model.size_bytes / 1e6:.0f} MB" if model.present and model.size_bytes else "missing"
-                table.add_row(
-                    model.name, model.role, model.engine, size, ", ".join(model.in_use_for) or "—", key=model.name
-                )
+            table.add_columns("name", "role", "engine", "size", "fits", "used")
             yield table
-            draft = self.draft_model or "none configured (drafts go to the AR model)"
+            yield ProgressBar(total=100, show_eta=False, id="pull-progress")
+            yield Label("", id="pull-status")
+            draft = self.service.config.models.draft or "none configured (drafts go to the AR model)"
             yield Label(f"Drafts: {draft}", id="draft-model")
 
-    def action_use(self, role: str) -> None:
+    def on_mount(self) -> None:
+        self.query_one("#pull-progress").display = False
+        self._fill()
+
+    def _fill(self) -> None:
         table = self.query_one("#models", DataTable)
+        row = table.cursor_row
+        table.clear()
+        for model in self.models:
+            fits = "yes" if model.fits else "no"
+            serves = "yes" if model.in_use_for else ""
+            runs_on = "torch" if model.engine.startswith("torch") else "llama.cpp"
+            table.add_row(model.name, model.role, runs_on, size_label(model), fits, serves, key=model.name)
         if table.row_count:
-            row_key, _ = table.coordinate_to_cell_key(table.cursor_coordinate)
-            self.dismiss((role, str(row_key.value)))
+            table.move_cursor(row=min(row, table.row_count - 1))
+
+    def _highlighted(self) -> str | None:
+        table = self.query_one("#models", DataTable)
+        if not table.row_count:
+            return None
+        row_key, _ = table.coordinate_to_cell_key(table.cursor_coordinate)
+        return str(row_key.value)
+
+    def action_use(self, role: str) -> None:
+        name = self._highlighted()
+        if name is not None:
+            self.dismiss((role, name))
+
+    def action_pull(self) -> None:
+        name = self._highlighted()
+        if name is None:
+            return
+        if self.pulling is not None:
+            self.notify(f"{self.pulling} is still downloading", severity="warning")
+            return
+        model = next(m for m in self.models if m.name == name)
+        if not model.source.startswith("hf:"):
+            self.notify(f"{name} is part of Sharpen or a local file: nothing to pull")
+            return
+        self.pulling = name
+        self._last_percent = -1
+        self.query_one("#pull-progress", ProgressBar).update(total=100, progress=0)
+        self.query_one("#pull-progress").display = True
+        self.query_one("#pull-status", Label).update(f"pulling {name}…")
+        self._pull(name)
+
+    @work(thread=True, exclusive=True, group="pull")
+    def _pull(self, name: str) -> None:
+        started = time.monotonic()
+
+        def report(event: PullProgress) -> None:
+            percent = int(100 * event.done_bytes / event.total_bytes) if event.total_bytes else 0
+            if percent != self._last_percent or time.monotonic() - started < 0.05:
+                self._last_percent = percent
+                self.post_message(PullUpdate(event))
+
+        try:
+            result = self.service.pull_model(name, progress=report)
+        except SharpenError as error:
+            self.post_message(PullFinished(name, None, str(error)))
+            return
+        self.post_message(PullFinished(name, result, None))
+
+    def on_pull_update(self, message: PullUpdate) -> None:
+        event = message.event
+        bar = self.query_one("#pull-progress", ProgressBar)
+        if event.total_bytes:
+            bar.update(total=event.total_bytes, progress=event.done_bytes)
+        self.query_one("#pull-status", Label).update(
+            f"pulling {event.model}: {event.file} ({event.file_index}/{event.file_count}), "
+            f"{event.done_bytes / 1e6:,.1f} of {(event.total_bytes or 0) / 1e6:,.1f} MB"
+        )
+
+    def on_pull_finished(self, message: PullFinished) -> None:
+        self.pulling = None
+        status = self.query_one("#pull-status", Label)
+        if message.error is not None:
+            self.query_one("#pull-progress").display = False
+            status.update(f"{message.name}: {message.error}")
+            self.notify(message.error, severity="error", timeout=10)
+            return
+        assert message.result is not None
+        fetched = "downloaded" if message.result.downloaded_files else "already in the cache"
+        status.update(f"{message.name}: {fetched}, verified — press c or d to use it")
+        self.models = self.service.models()
+        self._fill()
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -1,0 +1,350 @@
+"""Downloads from the Hugging Face Hub into the standard HF cache, with progress, resume and checks.
+
+Everything goes through huggingface_hub's own client (hf_hub_download), so files land where every other
+HF tool finds them, an interrupted download resumes from its `.incomplete` file (and a dropped
+connection is retried from where it stopped within one pull), and HF_ENDPOINT, HF_HOME,
+HF_HUB_CACHE and HF_HUB_OFFLINE are honoured. The environment is read at each call, not at import.
+
+After a download every file is checked against its content hash: the catalogue's sha256 where it
+gives one, else the hash the Hub stores the file under (an LFS sha256, or a git blob id). A file that
+does not match is removed from the cache and the pull fails, so a corrupt file is never used.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import importlib
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from models.catalogue import CatalogueEntry
+from models.errors import ModelError
+
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+SHA1 = re.compile(r"^[0-9a-f]{40}$")
+DEFAULT_ENDPOINT = "https://huggingface.co"
+# What a checkpoint folder needs: config, weights, tokenizer. Never remote code (*.py) or pickles (*.bin).
+CHECKPOINT_PATTERNS = ("*.json", "*.safetensors", "*.txt", "*.model", "*.tiktoken", "*.jinja")
+
+
+class PullError(ModelError):
+    """A download could not be done; the message says why and what to do."""
+
+
+class IntegrityError(PullError):
+    pass
+
+
+@dataclass(frozen=True)
+class HubSettings:
+    endpoint: str
+    cache_dir: Path
+    offline: bool
+
+    @classmethod
+    def from_environment(cls, *, offline: bool = False) -> HubSettings:
+        env = os.environ
+        home = Path(env.get("HF_HOME") or Path.home() / ".cache" / "huggingface").expanduser()
+        cache = Path(env.get("HF_HUB_CACHE") or env.get("HUGGINGFACE_HUB_CACHE") or home / "hub").expanduser()
+        env_offline = env.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+        endpoint = (env.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+        return cls(endpoint=endpoint, cache_dir=cache, offline=offline or env_offline)
+
+
+@dataclass(frozen=True)
+class PullProgress:
+    model: str
+    file: str
+    file_index: int  # 1-based
+    file_count: int
+    done_bytes: int
+    total_bytes: int | None
+
+
+@dataclass(frozen=True)
+class PullResult:
+    path: Path
+    downloaded_files: int  # 0: everything was in the cache already
+    bytes_on_disk: int
+    verified_files: int
+
+
+ProgressCallback = Callable[[PullProgress], None]
+
+
+def _progress_class(callback: ProgressCallback, model: str, file: str, index: int, count: int) -> type:
+    from tqdm.auto import tqdm
+
+    class Progress(tqdm):  # type: ignore[misc, type-arg]
+        """huggingface_hub's byte counter, turned into PullProgress events (and no terminal output)."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs["disable"] = True
+            self._sharpen_total = kwargs.get("total")
+            self._sharpen_done = int(kwargs.get("initial") or 0)
+            super().__init__(*args, **kwargs)
+            callback(PullProgress(model, file, index, count, self._sharpen_done, self._sharpen_total))
+
+        def update(self, n: float | None = 1) -> bool | None:
+            self._sharpen_done += int(n or 0)
+            callback(PullProgress(model, file, index, count, self._sharpen_done, self._sharpen_total))
+            return super().update(n)
+
+    return Progress
+
+
+# ----- the cache ---------------------------------------------------------------------------------
+
+
+def cached_path(entry: CatalogueEntry, settings: HubSettings | None = None) -> Path | None:
+    """Where a Hub model sits in the cache, or None if it was never pulled completely. No network."""
+    from huggingface_hub import try_to_load_from_cache
+
+    settings = settings or HubSettings.from_environment()
+    file = entry.hub_file
+    if file is not None:
+        found = try_to_load_from_cache(entry.hub_repo, file, cache_dir=settings.cache_dir, revision=entry.revision)
+        return Path(found) if isinstance(found, str) else None
+    snapshot = _snapshot_folder(entry, settings)
+    return snapshot if snapshot is not None and (snapshot / "config.json").is_file() else None
+
+
+def _snapshot_folder(entry: CatalogueEntry, settings: HubSettings) -> Path | None:
+    repo_folder = settings.cache_dir / ("models--" + entry.hub_repo.replace("/", "--"))
+    ref = repo_folder / "refs" / entry.revision
+    commit = ref.read_text().strip() if ref.is_file() else entry.revision
+    folder = repo_folder / "snapshots" / commit
+    return folder if folder.is_dir() else None
+
+
+def git_blob_id(path: Path) -> str:
+    digest = hashlib.sha1(f"blob {path.stat().st_size}\0".encode())
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def verify_file(snapshot_file: Path, expected_sha256: str = "") -> None:
+    """Check a file in the cache against its hash; remove it and raise IntegrityError if it does not match.
+
+    The cache stores each file as blobs/<etag>, and the Hub's etag is the file's sha256 (LFS files)
+    or its git blob id (small files), so the expected hash is known even offline.
+    """
+    blob = snapshot_file.resolve()
+    etag = blob.name
+    if expected_sha256 or SHA256.match(etag):
+        expected, actual, kind = expected_sha256 or etag, sha256_of(blob), "sha256"
+    elif SHA1.match(etag):
+        expected, actual, kind = etag, git_blob_id(blob), "git blob id"
+    else:
+        return  # a server that gives no content hash: nothing to check against
+    if actual != expected:
+        _remove_cached(snapshot_file)
+        raise IntegrityError(
+            f"{snapshot_file.name}: the downloaded file's {kind} is {actual}, expected {expected}: it is corrupt "
+            "and was removed from the cache. Pull it again; if it keeps failing, the mirror serves a bad file."
+        )
+
+
+def _remove_cached(snapshot_file: Path) -> int:
+    """Delete a snapshot entry and its blob (unless another snapshot still points to it). Returns bytes freed."""
+    blob = snapshot_file.resolve()
+    if snapshot_file.is_symlink():
+        snapshot_file.unlink()
+    if not blob.exists():
+        return 0
+    snapshots = blob.parent.parent / "snapshots"
+    still_linked = snapshots.is_dir() and any(
+        link.is_symlink() and link.resolve() == blob for link in snapshots.rglob("*")
+    )
+    if blob != snapshot_file and still_linked:
+        return 0
+    freed = blob.stat().st_size
+    blob.unlink()
+    return freed
+
+
+# ----- pulling -----------------------------------------------------------------------------------
+
+
+def _translate(error: Exception, entry: CatalogueEntry, settings: HubSettings, file: str | None) -> PullError:
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        GatedRepoError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    where = f"{entry.hub_repo}" + (f"/{file}" if file else "")
+    if isinstance(error, GatedRepoError):
+        return PullError(
+            f"{where} is gated on {settings.endpoint}: accept its terms there and log in (`hf auth login`)"
+        )
+    if isinstance(error, RepositoryNotFoundError):
+        return PullError(
+            f"repository {entry.hub_repo} was not found on {settings.endpoint} (or it is private); "
+            "check the catalogue entry's source"
+        )
+    if isinstance(error, RevisionNotFoundError):
+        return PullError(f"revision {entry.revision!r} of {entry.hub_repo} was not found on {settings.endpoint}")
+    if isinstance(error, LocalEntryNotFoundError):
+        if settings.offline:
+            return PullError(
+                f"{where} is not in the Hugging Face cache ({settings.cache_dir}) and offline mode is on "
+                "(--offline or HF_HUB_OFFLINE); pull it once while online"
+            )
+        return PullError(
+            f"cannot reach {settings.endpoint} to download {where}, and it is not in the cache "
+            f"({settings.cache_dir}); check the network (or HF_ENDPOINT), then pull again"
+        )
+    if isinstance(error, EntryNotFoundError):
+        return PullError(f"{where} does not exist in {entry.hub_repo} at revision {entry.revision!r}")
+    return PullError(f"downloading {where} from {settings.endpoint} failed: {type(error).__name__}: {error}")
+
+
+def _checkpoint_files(entry: CatalogueEntry, settings: HubSettings) -> tuple[str, list[str]]:
+    """(commit, files to fetch) for a whole-checkpoint entry."""
+    from huggingface_hub import HfApi
+
+    api = HfApi(endpoint=settings.endpoint)
+    info = api.model_info(entry.hub_repo, revision=entry.revision)
+    names = [s.rfilename for s in info.siblings or []]
+    wanted = [n for n in names if any(fnmatch.fnmatch(n.rsplit("/", 1)[-1], p) for p in CHECKPOINT_PATTERNS)]
+    if not any(n.endswith(".safetensors") for n in wanted):
+        raise PullError(f"{entry.hub_repo} has no safetensors weights; Sharpen loads no pickled (.bin) checkpoints")
+    return str(info.sha), sorted(wanted)
+
+
+def pull(
+    entry: CatalogueEntry,
+    *,
+    settings: HubSettings | None = None,
+    progress: ProgressCallback | None = None,
+) -> PullResult:
+    """Download a Hub model into the HF cache (or find it there) and verify it. Returns its path."""
+    from huggingface_hub import hf_hub_download
+
+    if not entry.is_hub:
+        raise PullError(f"{entry.name} is not a Hugging Face model (source {entry.source}); nothing to pull")
+    settings = settings or HubSettings.from_environment()
+    callback = progress or (lambda _event: None)
+    if entry.hub_file is not None:
+        revision, files = entry.revision, [entry.hub_file]
+    elif settings.offline:
+        folder = cached_path(entry, settings)
+        if folder is None:
+            raise _translate(_local_missing(), entry, settings, None)
+        return _verified_result(entry, folder, [p.name for p in folder.iterdir()], 0)
+    else:
+        try:
+            revision, files = _checkpoint_files(entry, settings)
+        except PullError:
+            raise
+        except Exception as error:  # huggingface_hub and httpx raise many kinds
+            cached = cached_path(entry, settings)
+            if cached is not None and _is_connection_problem(error):
+                return _verified_result(entry, cached, [p.name for p in cached.iterdir()], 0)
+            raise _translate(error, entry, settings, None) from error
+    downloaded = 0  # files fetched now, as opposed to found in the cache
+    paths: list[Path] = []
+    for index, file in enumerate(files, start=1):
+        before = _blob_count(settings, entry)
+        try:
+            path = hf_hub_download(
+                entry.hub_repo,
+                file,
+                revision=revision,
+                cache_dir=settings.cache_dir,
+                endpoint=settings.endpoint,
+                local_files_only=settings.offline,
+                tqdm_class=_progress_class(callback, entry.name, file, index, len(files)),
+            )
+        except Exception as error:  # translated into one clear message
+            raise _translate(error, entry, settings, file) from error
+        downloaded += int(_blob_count(settings, entry) > before)
+        paths.append(Path(path))
+    if entry.hub_file is not None:
+        return _verified_result(entry, paths[0], [paths[0].name], downloaded)
+    _write_ref(settings, entry, revision)
+    return _verified_result(entry, _snapshot_root(paths[0], files[0]), files, downloaded)
+
+
+def _snapshot_root(path: Path, name: str) -> Path:
+    for _ in name.split("/"):
+        path = path.parent
+    return path
+
+
+def _write_ref(settings: HubSettings, entry: CatalogueEntry, commit: str) -> None:
+    """Record which commit the entry's revision (a branch) pointed to, as snapshot_download does, so the
+    checkpoint is found offline by its branch name."""
+    if entry.revision == commit:
+        return
+    ref = settings.cache_dir / ("models--" + entry.hub_repo.replace("/", "--")) / "refs" / entry.revision
+    ref.parent.mkdir(parents=True, exist_ok=True)
+    ref.write_text(commit)
+
+
+def _local_missing() -> Exception:
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    return LocalEntryNotFoundError("not in the cache")
+
+
+def _is_connection_problem(error: Exception) -> bool:
+    # huggingface_hub 2 talks through httpx2, earlier versions through httpx: whichever is installed.
+    for module in ("httpx2", "httpx"):
+        try:
+            transport_error = importlib.import_module(module).TransportError
+        except (ImportError, AttributeError):
+            continue
+        if isinstance(error, transport_error):
+            return True
+    return isinstance(error, ConnectionError)
+
+
+def _blob_count(settings: HubSettings, entry: CatalogueEntry) -> int:
+    blobs = settings.cache_dir / ("models--" + entry.hub_repo.replace("/", "--")) / "blobs"
+    return sum(1 for p in blobs.iterdir() if not p.name.endswith(".incomplete")) if blobs.is_dir() else 0
+
+
+def _verified_result(entry: CatalogueEntry, path: Path, files: list[str], downloaded: int) -> PullResult:
+    if entry.hub_file is not None:
+        verify_file(path, entry.sha256)
+        return PullResult(path, downloaded, path.resolve().stat().st_size, 1)
+    total = 0
+    for name in files:
+        file = path / name
+        if file.exists():
+            verify_file(file)
+            total += file.resolve().stat().st_size
+    return PullResult(path, downloaded, total, len(files))
+
+
+def remove(entry: CatalogueEntry, settings: HubSettings | None = None) -> int:
+    """Delete a pulled model from the HF cache; returns the bytes freed (0 if it was not there)."""
+    settings = settings or HubSettings.from_environment()
+    if not entry.is_hub:
+        raise PullError(f"{entry.name} is not a downloaded model (source {entry.source}); Sharpen will not delete it")
+    if entry.hub_file is not None:
+        path = cached_path(entry, settings)
+        return _remove_cached(path) if path is not None else 0
+    folder = _snapshot_folder(entry, settings)
+    if folder is None:
+        return 0
+    return sum(_remove_cached(file) for file in sorted(folder.rglob("*")) if file.is_symlink() or file.is_file())

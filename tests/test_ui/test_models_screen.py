@@ -1,0 +1,70 @@
+"""F2 pulls a model from the Hub with progress and switches to it (loopback Hub, real client)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from hub_server import FakeHub, HubFile
+from textual.widgets import DataTable, ProgressBar
+from ui_support import AppFactory, make_config
+
+from app.paths import sharpen_paths
+from ui.screens.models import ModelsScreen
+
+ENTRY = """
+[catalogue.tiny-draft]
+role = "draft"
+engine = "llama-diffusion"
+source = "hf:acme/tiny-draft-GGUF/tiny-draft.gguf"
+needs_ram_gib = 0.1
+"""
+
+
+async def test_pull_with_progress_then_use_for_drafts(
+    make_app: AppFactory, hub: FakeHub, tiny_cacheable_path: Path
+) -> None:
+    content = tiny_cacheable_path.read_bytes()
+    hub.add("acme/tiny-draft-GGUF", {"tiny-draft.gguf": HubFile(content)})
+    config_file = sharpen_paths().config_file
+    config_file.parent.mkdir(parents=True, exist_ok=True)
+    config_file.write_text(ENTRY)
+    app = make_app(config=make_config(autocomplete=False))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("f2")
+        screen = app.screen
+        assert isinstance(screen, ModelsScreen)
+        table = screen.query_one("#models", DataTable)
+        names = [m.name for m in screen.models]
+        table.move_cursor(row=names.index("tiny-draft"))
+        assert table.get_row("tiny-draft")[3] == "not pulled"
+        await pilot.press("p")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        bar = screen.query_one("#pull-progress", ProgressBar)
+        assert bar.total == len(content) and bar.progress == len(content)
+        assert "downloaded, verified" in str(screen.query_one("#pull-status").render())
+        assert table.get_row("tiny-draft")[3] == f"{len(content) / 1e6:,.0f} MB"
+        await pilot.press("d")
+        await pilot.pause()
+        assert app.service.config.models.draft == "tiny-draft"
+        assert "diffusion" in app.service.present_engines()
+        assert os.environ["HF_HOME"] in str(app.service.resolve("tiny-draft").path)
+
+
+async def test_a_failed_pull_is_reported_on_the_screen(make_app: AppFactory, hub: FakeHub) -> None:
+    config_file = sharpen_paths().config_file
+    config_file.parent.mkdir(parents=True, exist_ok=True)
+    config_file.write_text(ENTRY)  # the hub has no such repo
+    app = make_app(config=make_config(autocomplete=False))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("f2")
+        screen = app.screen
+        assert isinstance(screen, ModelsScreen)
+        table = screen.query_one("#models", DataTable)
+        table.move_cursor(row=[m.name for m in screen.models].index("tiny-draft"))
+        await pilot.press("p")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert "repository acme/tiny-draft-GGUF was not found" in str(screen.query_one("#pull-status").render())
+        assert screen.pulling is None
