@@ -1,13 +1,19 @@
-"""Write the trained model as a GGUF that llama.cpp runs: Sharpen's cacheable diffusion form.
+"""Write the trained model out: a GGUF that llama.cpp runs, and a LLaDA checkpoint folder for torch.
 
-A `llama`-architecture file with `llama.attention.causal = false`, a mask token and
-`diffusion.shift_logits = false` (the model predicts in place, as LLaDA does), the BPE vocabulary and a
-chat template. Matrices are stored as Q8_0 (or F32), norms as F32; the output layer is tied to the
-embedding, which llama.cpp's llama architecture supports by leaving `output.weight` out.
+The GGUF is Sharpen's cacheable diffusion form: a `llama`-architecture file with
+`llama.attention.causal = false`, a mask token and `diffusion.shift_logits = false` (the model predicts
+in place, as LLaDA does), the BPE vocabulary and a chat template. Matrices are stored as Q8_0 (or F32),
+norms as F32; the output layer is tied to the embedding, which llama.cpp's llama architecture supports
+by leaving `output.weight` out. q and k rows are permuted from the module's Hugging Face rotary layout
+into ggml's interleaved one, as llama.cpp's own converter does for LLaDA.
+
+The checkpoint folder has LLaDA's config.json fields and weight names (models/hf_checkpoint.py), the
+tokenizer.json and a tokenizer_config.json with the chat template: the torch backend serves it.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +21,7 @@ from gguf import GGMLQuantizationType, GGUFWriter, LlamaFileType
 from gguf.quants import quantize
 from tokenizers import Tokenizer
 
+from models.hf_checkpoint import TransformerSpec, expected_tensors
 from models.training.tokenizer import CHAT_TEMPLATE, gguf_vocabulary, special_ids
 
 ARCH = "llama"
@@ -66,6 +73,12 @@ def export_gguf(
     return path
 
 
+def ggml_rope_rows(weight: np.ndarray, heads: int) -> np.ndarray:
+    """Hugging Face's rotate_half row order -> ggml's interleaved rotary pairs."""
+    rows, columns = weight.shape
+    return weight.reshape(heads, 2, rows // heads // 2, columns).swapaxes(1, 2).reshape(rows, columns)
+
+
 def _tensors(state: dict[str, np.ndarray], shape: object) -> dict[str, np.ndarray]:
     names = {"token_embd.weight": "embed.weight", "output_norm.weight": "norm.weight"}
     for layer in range(shape.layers):  # type: ignore[attr-defined]
@@ -73,15 +86,59 @@ def _tensors(state: dict[str, np.ndarray], shape: object) -> dict[str, np.ndarra
         theirs = f"blk.{layer}"
         names |= {
             f"{theirs}.attn_norm.weight": f"{ours}.attn_norm.weight",
-            f"{theirs}.attn_q.weight": f"{ours}.q.weight",
-            f"{theirs}.attn_k.weight": f"{ours}.k.weight",
-            f"{theirs}.attn_v.weight": f"{ours}.v.weight",
-            f"{theirs}.attn_output.weight": f"{ours}.o.weight",
+            f"{theirs}.attn_q.weight": f"{ours}.attention.q.weight",
+            f"{theirs}.attn_k.weight": f"{ours}.attention.k.weight",
+            f"{theirs}.attn_v.weight": f"{ours}.attention.v.weight",
+            f"{theirs}.attn_output.weight": f"{ours}.attention.o.weight",
             f"{theirs}.ffn_norm.weight": f"{ours}.ffn_norm.weight",
             f"{theirs}.ffn_gate.weight": f"{ours}.gate.weight",
             f"{theirs}.ffn_up.weight": f"{ours}.up.weight",
             f"{theirs}.ffn_down.weight": f"{ours}.down.weight",
         }
-    return {
-        gguf_name: np.ascontiguousarray(state[torch_name], dtype=np.float32) for gguf_name, torch_name in names.items()
+    tensors = {}
+    for gguf_name, torch_name in names.items():
+        array = np.ascontiguousarray(state[torch_name], dtype=np.float32)
+        if gguf_name.endswith(("attn_q.weight", "attn_k.weight")):
+            array = np.ascontiguousarray(ggml_rope_rows(array, shape.heads))  # type: ignore[attr-defined]
+        tensors[gguf_name] = array
+    return tensors
+
+
+def export_checkpoint(state: dict[str, np.ndarray], spec: TransformerSpec, tokenizer: Tokenizer, folder: Path) -> Path:
+    """The same weights as a LLaDA checkpoint folder (safetensors under LLaDA's names, float32)."""
+    from safetensors.numpy import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    named = {
+        theirs: np.ascontiguousarray(state[ours], dtype=np.float32)
+        for ours, (theirs, _) in expected_tensors(spec).items()
     }
+    save_file(named, str(folder / "model.safetensors"))
+    ids = special_ids(tokenizer)
+    config = {
+        "architectures": ["LLaDAModelLM"],
+        "model_type": "llada",
+        "d_model": spec.width,
+        "n_heads": spec.heads,
+        "n_kv_heads": spec.kv_heads,
+        "n_layers": spec.layers,
+        "mlp_hidden_size": spec.ffn,
+        "vocab_size": spec.vocab_size,
+        "embedding_size": spec.vocab_size,
+        "rope_theta": spec.rope_theta,
+        "rms_norm_eps": spec.norm_eps,
+        "include_bias": False,
+        "weight_tying": True,
+        "block_type": "llama",
+        "layer_norm_type": "rms",
+        "mask_token_id": ids.mask,
+        "eos_token_id": ids.eos,
+        "max_sequence_length": spec.context_length,
+        "torch_dtype": "float32",
+    }
+    (folder / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    tokenizer.save(str(folder / "tokenizer.json"))
+    eos = tokenizer.id_to_token(ids.eos)
+    tokenizer_config = {"bos_token": eos, "eos_token": eos, "add_bos_token": False, "chat_template": CHAT_TEMPLATE}
+    (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2), encoding="utf-8")
+    return folder

@@ -1,8 +1,9 @@
-"""The embedded diffusion model in torch: a small bidirectional LLaMA-style transformer.
+"""The embedded diffusion model for training: the torch backend's own LLaDA module at a small size.
 
-It is laid out exactly as llama.cpp's `llama` architecture computes (RMSNorm, rotary embeddings on
-interleaved pairs, as ggml's "normal" rope mode, SwiGLU, tied output), without a causal mask, so the
-weights export to GGUF unchanged and llama.cpp serves them with `attention.causal = false`.
+It is `models.transformer.DiffusionTransformer` with a LLaDA spec (bidirectional, predictions in place,
+tied output), so the weights trained here are served unchanged by the torch backend (as a LLaDA
+checkpoint folder) and, with q and k rows permuted into ggml's rope layout, by llama.cpp (as Sharpen's
+cacheable `llama` GGUF).
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+from models.hf_checkpoint import TransformerSpec
+from models.transformer import DiffusionTransformer
 
 
 @dataclass(frozen=True)
@@ -30,89 +34,49 @@ class ModelShape:
     def head_dim(self) -> int:
         return self.width // self.heads
 
-
-class RMSNorm(nn.Module):
-    def __init__(self, width: int, eps: float) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(width))
-        self.eps = eps
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
-
-
-def rotary_tables(shape: ModelShape, positions: int) -> tuple[torch.Tensor, torch.Tensor]:
-    inverse = 1.0 / (shape.rope_base ** (torch.arange(0, shape.head_dim, 2).float() / shape.head_dim))
-    angles = torch.outer(torch.arange(positions).float(), inverse)
-    return angles.cos(), angles.sin()
-
-
-def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate interleaved pairs (x0, x1), (x2, x3), ... as ggml's normal rope mode does."""
-    even, odd = x[..., 0::2], x[..., 1::2]
-    rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
-    return rotated.flatten(-2)
+    def spec(self, mask_token_id: int, eos_token_id: int) -> TransformerSpec:
+        return TransformerSpec(
+            architecture="llada",
+            vocab_size=self.vocab_size,
+            width=self.width,
+            layers=self.layers,
+            heads=self.heads,
+            kv_heads=self.heads,
+            ffn=self.ffn,
+            rope_theta=self.rope_base,
+            norm_eps=self.norm_eps,
+            qkv_bias=False,
+            tied_output=True,
+            shift_logits=False,
+            mask_token_id=mask_token_id,
+            context_length=self.max_positions,
+            eos_token_ids=(eos_token_id,),
+        )
 
 
-class Block(nn.Module):
-    def __init__(self, shape: ModelShape) -> None:
-        super().__init__()
-        self.shape = shape
-        self.attn_norm = RMSNorm(shape.width, shape.norm_eps)
-        self.q = nn.Linear(shape.width, shape.width, bias=False)
-        self.k = nn.Linear(shape.width, shape.width, bias=False)
-        self.v = nn.Linear(shape.width, shape.width, bias=False)
-        self.o = nn.Linear(shape.width, shape.width, bias=False)
-        self.ffn_norm = RMSNorm(shape.width, shape.norm_eps)
-        self.gate = nn.Linear(shape.width, shape.ffn, bias=False)
-        self.up = nn.Linear(shape.width, shape.ffn, bias=False)
-        self.down = nn.Linear(shape.ffn, shape.width, bias=False)
-
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        batch, length, _ = x.shape
-        h = self.attn_norm(x)
-        split = (batch, length, self.shape.heads, self.shape.head_dim)
-        q = rotate(self.q(h).view(split), cos, sin).transpose(1, 2)
-        k = rotate(self.k(h).view(split), cos, sin).transpose(1, 2)
-        v = self.v(h).view(split).transpose(1, 2)
-        attended = F.scaled_dot_product_attention(q, k, v, is_causal=False)
-        x = x + self.o(attended.transpose(1, 2).reshape(batch, length, -1))
-        h = self.ffn_norm(x)
-        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+def build_model(shape: ModelShape, mask_token_id: int, eos_token_id: int) -> DiffusionTransformer:
+    model = DiffusionTransformer(shape.spec(mask_token_id, eos_token_id))
+    model.apply(_init)
+    return model
 
 
-class DiffusionLM(nn.Module):
-    def __init__(self, shape: ModelShape) -> None:
-        super().__init__()
-        self.shape = shape
-        self.embed = nn.Embedding(shape.vocab_size, shape.width)
-        self.blocks = nn.ModuleList(Block(shape) for _ in range(shape.layers))
-        self.norm = RMSNorm(shape.width, shape.norm_eps)
-        cos, sin = rotary_tables(shape, shape.max_positions)
-        self.register_buffer("cos", cos[:, None, :], persistent=False)
-        self.register_buffer("sin", sin[:, None, :], persistent=False)
-        self.apply(self._init)
+def _init(module: nn.Module) -> None:
+    # Small initialisation: the naive probe with std 1 embeddings never learned.
+    if isinstance(module, nn.Linear | nn.Embedding):
+        nn.init.normal_(module.weight, std=0.02)
 
-    @staticmethod
-    def _init(module: nn.Module) -> None:
-        # Small initialisation: the naive probe with std 1 embeddings never learned.
-        if isinstance(module, nn.Linear | nn.Embedding):
-            nn.init.normal_(module.weight, std=0.02)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        length = tokens.shape[1]
-        x = self.embed(tokens)
-        cos, sin = self.cos[:length], self.sin[:length]
-        for block in self.blocks:
-            x = block(x, cos, sin)
-        return self.norm(x) @ self.embed.weight.T  # tied output layer
+def all_logits(model: DiffusionTransformer, tokens: torch.Tensor) -> torch.Tensor:
+    hidden, _ = model(tokens, torch.arange(tokens.shape[1], device=tokens.device))
+    return model.logits(hidden)
 
-    def parameter_count(self) -> int:
-        return sum(p.numel() for p in self.parameters())
+
+def parameter_count(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
 
 
 def masked_diffusion_loss(
-    model: DiffusionLM, tokens: torch.Tensor, answer: torch.Tensor, mask_id: int, generator: torch.Generator
+    model: DiffusionTransformer, tokens: torch.Tensor, answer: torch.Tensor, mask_id: int, generator: torch.Generator
 ) -> torch.Tensor:
     """LLaDA's fine-tuning loss: mask each answer position with probability t ~ U(0, 1) (the prompt never),
     cross-entropy on the masked positions weighted by 1/t, averaged over the answer's length."""
@@ -120,10 +84,26 @@ def masked_diffusion_loss(
     t = torch.rand(batch, 1, generator=generator).clamp_min(1e-3)
     masked = (torch.rand(tokens.shape, generator=generator) < t) & answer
     inputs = torch.where(masked, torch.full_like(tokens, mask_id), tokens)
-    logits = model(inputs)
+    logits = all_logits(model, inputs)
     losses = F.cross_entropy(logits.transpose(1, 2), tokens, reduction="none")
     weighted = (losses * masked / t).sum(dim=1) / answer.sum(dim=1).clamp_min(1)
     return weighted.mean()
+
+
+def from_interleaved_layout(state: dict[str, torch.Tensor], heads: int) -> dict[str, torch.Tensor]:
+    """A checkpoint of the first embedded model (its own module, rotary pairs interleaved as ggml's) in
+    this module's names and Hugging Face rotary layout, so training can continue from it."""
+    names = {"q": "attention.q", "k": "attention.k", "v": "attention.v", "o": "attention.o"}
+    converted: dict[str, torch.Tensor] = {}
+    for name, tensor in state.items():
+        parts = name.split(".")
+        if parts[0] == "blocks" and parts[2] in names:
+            if parts[2] in ("q", "k"):
+                rows, columns = tensor.shape
+                tensor = tensor.reshape(heads, rows // heads // 2, 2, columns).swapaxes(1, 2).reshape(rows, columns)
+            name = ".".join([*parts[:2], names[parts[2]], *parts[3:]])
+        converted[name] = tensor.contiguous()
+    return converted
 
 
 def count_to_str(count: int) -> str:

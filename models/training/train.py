@@ -7,8 +7,9 @@
 loss on the answer only, AdamW with warm-up and cosine decay, a held-out loss every `eval_every` steps,
 within a wall-clock budget; 4. export to GGUF (Q8_0) in Sharpen's cacheable form.
 
-Writes tokenizer.json, training_log.csv, training_curve.svg, checkpoint.pt and the GGUF into --out.
-Needs the `torch` extra.
+Writes tokenizer.json, training_log.csv, training_curve.svg, checkpoint.pt, the GGUF and the same
+weights as a LLaDA checkpoint folder (sharpen-draft-hf/, for the torch backend) into --out. The model is
+the torch backend's own module (models/transformer.py). Needs the `torch` extra.
 """
 
 from __future__ import annotations
@@ -22,12 +23,22 @@ from pathlib import Path
 import torch
 
 from models.training.data import encode, is_held_out, load_pairs
-from models.training.export import export_gguf
-from models.training.model import DiffusionLM, ModelShape, cosine_rate, count_to_str, masked_diffusion_loss
+from models.training.export import export_checkpoint, export_gguf
+from models.training.model import (
+    ModelShape,
+    build_model,
+    cosine_rate,
+    count_to_str,
+    from_interleaved_layout,
+    masked_diffusion_loss,
+    parameter_count,
+)
 from models.training.plot import plot_log
 from models.training.tokenizer import special_ids, train_tokenizer
+from models.transformer import DiffusionTransformer
 
 GGUF_NAME = "sharpen-draft-q8_0.gguf"
+CHECKPOINT_FOLDER = "sharpen-draft-hf"
 
 
 @dataclass(frozen=True)
@@ -45,6 +56,7 @@ class TrainingPlan:
     shape: ModelShape = field(default_factory=ModelShape)
     seed: int = 0
     q8: bool = True
+    init_from: Path | None = None  # continue training from this checkpoint.pt (same data and tokenizer)
 
 
 @dataclass(frozen=True)
@@ -80,10 +92,13 @@ def run(plan: TrainingPlan, log: object = print) -> TrainingReport:
 
     train_tokens, train_answer = tensors(train_pairs)
     held_tokens, held_answer = tensors(held_out[:64])
-    model = DiffusionLM(shape)
+    model = build_model(shape, ids.mask, ids.eos)
+    if plan.init_from is not None:
+        model.load_state_dict(load_state(plan.init_from, shape))
+        log(f"continuing from {plan.init_from}")
     log(
         f"{len(train_pairs)} training pairs, {len(held_out)} held out; vocabulary {shape.vocab_size}; "
-        f"{count_to_str(model.parameter_count())} parameters"
+        f"{count_to_str(parameter_count(model))} parameters"
     )
     optimizer = torch.optim.AdamW(model.parameters(), lr=plan.peak_lr, betas=(0.9, 0.95), weight_decay=0.1)
     generator = torch.Generator().manual_seed(plan.seed)
@@ -140,14 +155,23 @@ def run(plan: TrainingPlan, log: object = print) -> TrainingReport:
         writer.writeheader()
         writer.writerows(rows)
     plot_log(plan.out / "training_log.csv", plan.out / "training_curve.svg", "Sharpen's embedded diffusion model")
-    torch.save({"shape": asdict(shape), "state": model.state_dict()}, plan.out / "checkpoint.pt")
+    torch.save({"shape": asdict(shape), "layout": "hf", "state": model.state_dict()}, plan.out / "checkpoint.pt")
     state = {name: tensor.detach().float().numpy() for name, tensor in model.state_dict().items()}
     gguf = export_gguf(state, shape, tokenizer, plan.out / GGUF_NAME, q8=plan.q8, name="sharpen-draft")
-    return TrainingReport(step, tokens_seen, train_loss, heldout, minutes, model.parameter_count(), gguf)
+    export_checkpoint(state, model.spec, tokenizer, plan.out / CHECKPOINT_FOLDER)
+    return TrainingReport(step, tokens_seen, train_loss, heldout, minutes, parameter_count(model), gguf)
+
+
+def load_state(path: Path, shape: ModelShape) -> dict[str, torch.Tensor]:
+    saved = torch.load(path, map_location="cpu", weights_only=True)
+    if saved.get("shape") != asdict(shape):
+        raise ValueError(f"{path} holds a model of shape {saved.get('shape')}, not {asdict(shape)}")
+    state = saved["state"]
+    return state if saved.get("layout") == "hf" else from_interleaved_layout(state, shape.heads)
 
 
 @torch.no_grad()
-def evaluate(model: DiffusionLM, tokens: torch.Tensor, answer: torch.Tensor, mask_id: int, seed: int) -> float:
+def evaluate(model: DiffusionTransformer, tokens: torch.Tensor, answer: torch.Tensor, mask_id: int, seed: int) -> float:
     """Held-out loss with a fixed mask draw, so successive evaluations are comparable."""
     model.eval()
     generator = torch.Generator().manual_seed(seed + 1)
@@ -162,9 +186,21 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("models/training/out"))
     parser.add_argument("--minutes", type=float, default=40.0)
     parser.add_argument("--steps", type=int, default=None, help="stop after this many steps (tests)")
+    parser.add_argument("--init-from", type=Path, default=None, help="continue from a checkpoint.pt")
+    parser.add_argument("--peak-lr", type=float, default=2e-3)
+    parser.add_argument("--warmup", type=int, default=60)
     args = parser.parse_args()
     torch.set_num_threads(max(1, torch.get_num_threads()))
-    report = run(TrainingPlan(data=args.data, out=args.out, minutes=args.minutes, max_steps=args.steps))
+    plan = TrainingPlan(
+        data=args.data,
+        out=args.out,
+        minutes=args.minutes,
+        max_steps=args.steps,
+        init_from=args.init_from,
+        peak_lr=args.peak_lr,
+        warmup=args.warmup,
+    )
+    report = run(plan)
     print(report)
 
 

@@ -11,11 +11,12 @@ import pytest
 torch = pytest.importorskip("torch", reason="the training pipeline needs the torch extra")
 
 from engines.diffusion.engine import DiffusionEngine  # noqa: E402
+from engines.diffusion.hf.backend import TorchDiffusionBackend, TorchDiffusionSettings  # noqa: E402
 from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings  # noqa: E402
 from engines.diffusion.settings import DiffusionSettings  # noqa: E402
 from engines.events import Done  # noqa: E402
 from models.training.export import export_gguf  # noqa: E402
-from models.training.model import DiffusionLM, ModelShape  # noqa: E402
+from models.training.model import ModelShape, all_logits, build_model, from_interleaved_layout  # noqa: E402
 from models.training.tokenizer import special_ids, train_tokenizer  # noqa: E402
 from models.training.train import TrainingPlan, run  # noqa: E402
 
@@ -55,6 +56,17 @@ def test_pipeline_runs_end_to_end_and_the_export_drafts(tmp_path: Path) -> None:
     assert engine.backend.uses_prefix_cache and engine.backend.shift == 0
     events = list(engine.draft("Write a short note to a friend.", 16, DiffusionSettings(steps=4, block_length=8)))
     assert isinstance(events[-1], Done) and events[-1].stats.passes <= 4  # type: ignore[union-attr]
+    # The same weights as a LLaDA checkpoint folder: the torch backend serves them and agrees with llama.cpp
+    # on the prompt (Q8_0 in the GGUF against float32 in the folder: argmax only).
+    folder = plan.out / "sharpen-draft-hf"
+    in_torch = TorchDiffusionBackend(folder, TorchDiffusionSettings(n_ctx=128, cache="none"))
+    instruction = "Write a short note to a friend."
+    assert in_torch.instruction_tokens(instruction) == engine.backend.instruction_tokens(instruction)
+    continued = run(
+        TrainingPlan(**{**plan.__dict__, "out": tmp_path / "again", "init_from": plan.out / "checkpoint.pt"}),
+        log=lambda _line: None,
+    )
+    assert continued.steps == 3
 
 
 def test_llama_cpp_computes_what_torch_computes(tmp_path: Path) -> None:
@@ -62,16 +74,38 @@ def test_llama_cpp_computes_what_torch_computes(tmp_path: Path) -> None:
     tokenizer = train_tokenizer([draft for _, draft in DRAFTS], vocab_size=300)
     shape = ModelShape(vocab_size=tokenizer.get_vocab_size(), width=64, layers=2, heads=2, ffn=96, max_positions=128)
     torch.manual_seed(0)
-    model = DiffusionLM(shape).eval()
+    ids = special_ids(tokenizer)
+    model = build_model(shape, ids.mask, ids.eos).eval()
     for parameter in model.parameters():  # larger weights than the training init, so differences show
         torch.nn.init.normal_(parameter, std=0.2)
     state = {name: tensor.detach().numpy() for name, tensor in model.state_dict().items()}
     path = export_gguf(state, shape, tokenizer, tmp_path / "f32.gguf", q8=False, name="parity")
-    ids = special_ids(tokenizer)
     sequence = np.array([ids.user, *tokenizer.encode("Hi Sam, the picnic").ids, ids.assistant, *[ids.mask] * 8])
     backend = LlamaDiffusionBackend(path, LlamaDiffusionSettings(n_ctx=256, cache=False))
     ours = backend.logits(sequence, 0, len(sequence), 0)
     with torch.no_grad():
-        theirs = model(torch.tensor(sequence)[None])[0].numpy()
+        theirs = all_logits(model, torch.tensor(sequence)[None])[0].numpy()
     assert np.allclose(ours, theirs, atol=2e-3, rtol=1e-3)
     assert (ours.argmax(1) == theirs.argmax(1)).all()
+
+
+def test_the_first_models_checkpoints_convert_to_the_shared_module() -> None:
+    """q and k rows in ggml's interleaved order become Hugging Face's rotate_half order: the same function."""
+    heads, head_dim, width = 2, 8, 16
+    torch.manual_seed(1)
+    x = torch.randn(1, 5, width)
+    q = torch.randn(width, width)
+    interleaved = (x @ q.T).view(1, 5, heads, head_dim)
+    positions = torch.arange(5).float()[:, None, None]
+    inverse = 1.0 / (10000 ** (torch.arange(0, head_dim, 2).float() / head_dim))
+    angle = positions * inverse
+    even, odd = interleaved[..., 0::2], interleaved[..., 1::2]
+    rotated_old = torch.stack((even * angle.cos() - odd * angle.sin(), even * angle.sin() + odd * angle.cos()), -1)
+    converted = from_interleaved_layout({"blocks.0.q.weight": q}, heads)["blocks.0.attention.q.weight"]
+    halves = (x @ converted.T).view(1, 5, heads, head_dim)
+    cos, sin = torch.cat((angle, angle), -1).cos(), torch.cat((angle, angle), -1).sin()
+    rotate_half = torch.cat((-halves[..., head_dim // 2 :], halves[..., : head_dim // 2]), -1)
+    rotated_new = halves * cos + rotate_half * sin
+    # Same dot products between any two positions' rotated vectors: attention is unchanged.
+    old = rotated_old.flatten(-2)
+    assert torch.allclose(old @ old.transpose(-1, -2), rotated_new @ rotated_new.transpose(-1, -2), atol=1e-4)

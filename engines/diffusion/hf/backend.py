@@ -23,9 +23,9 @@ import torch
 
 from engines.diffusion.hf.loading import LoadedModel, TorchLoadSettings, TorchSetupError, load_transformer
 from engines.diffusion.hf.tokenizer import CheckpointTokenizer
-from engines.diffusion.hf.transformer import LayerKV
 from engines.errors import EngineError
 from models.hf_checkpoint import CheckpointInfo, inspect_checkpoint
+from models.transformer import LayerKV
 
 CACHE_MODES = ("none", "prefix", "dual")
 

@@ -19,9 +19,9 @@ import torch
 from torch import nn
 
 from engines.diffusion.hf.placement import Placement, plan_placement
-from engines.diffusion.hf.transformer import DiffusionTransformer, Rotary
 from engines.errors import EngineError
 from models.hf_checkpoint import CheckpointInfo, expected_tensors
+from models.transformer import DiffusionTransformer, Rotary
 
 QUANTIZATIONS = ("none", "nf4", "int8")
 # bitsandbytes' int8 matmul warns on every call that it casts fp32 inputs to fp16: it is how it works.

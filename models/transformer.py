@@ -1,5 +1,8 @@
 """LLaDA and Dream in plain torch: a bidirectional LLaMA-family transformer with an optional KV context.
 
+One implementation both serves (the torch backend, engines/diffusion/hf) and trains (Sharpen's own
+embedded model, models/training), so what is trained is exactly what is served.
+
 Both architectures are the same computation with different switches (TransformerSpec): RMSNorm,
 rotary embeddings in the Hugging Face layout (rotate_half), attention with no causal mask and optional
 grouped KV heads, SwiGLU, an output layer. Dream adds QKV biases and shifts its logits (the backend
@@ -75,10 +78,10 @@ class Attention(nn.Module):
     def forward(
         self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, context: LayerKV | None
     ) -> tuple[torch.Tensor, LayerKV]:
-        length = h.shape[1]
-        q = self.q(h).view(1, length, self.heads, self.head_dim).transpose(1, 2)
-        k = self.k(h).view(1, length, self.kv_heads, self.head_dim).transpose(1, 2)
-        v = self.v(h).view(1, length, self.kv_heads, self.head_dim).transpose(1, 2)
+        batch, length = h.shape[:2]
+        q = self.q(h).view(batch, length, self.heads, self.head_dim).transpose(1, 2)
+        k = self.k(h).view(batch, length, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v(h).view(batch, length, self.kv_heads, self.head_dim).transpose(1, 2)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
         own = LayerKV(k, v)
@@ -87,7 +90,7 @@ class Attention(nn.Module):
             k = torch.cat((context.keys, k), dim=2)
             v = torch.cat((context.values, v), dim=2)
         attended = F.scaled_dot_product_attention(q, k, v, enable_gqa=self.kv_heads != self.heads)
-        return self.o(attended.transpose(1, 2).reshape(1, length, -1)), own
+        return self.o(attended.transpose(1, 2).reshape(batch, length, -1)), own
 
 
 class Block(nn.Module):
@@ -126,8 +129,9 @@ class DiffusionTransformer(nn.Module):
         positions: torch.Tensor,
         context: list[LayerKV] | None = None,
     ) -> tuple[torch.Tensor, list[LayerKV]]:
-        """Hidden states (1, n, width) for `tokens` (1, n) at `positions` (n,), and each layer's own keys
-        and values. With `context`, every layer also attends to those earlier-computed keys and values."""
+        """Hidden states (batch, n, width) for `tokens` (batch, n) at `positions` (n,), and each layer's own
+        keys and values. With `context` (batch 1), every layer also attends to those earlier-computed keys
+        and values."""
         x = self.embed(tokens)
         cos, sin = self.rotary.tables(positions, x.dtype)
         cos, sin = cos.to(x.device), sin.to(x.device)
