@@ -5,7 +5,7 @@ at threshold 0.9 (blocks of 32, greedy), beside SmolLM2-135M's own drafts (the m
 from: the ceiling) and a shuffled-word baseline (the words of SmolLM2's drafts in random order: the
 floor). Perplexity is SmolLM2's on the draft given the instruction (lower is better).
 
-    .venv/bin/python bench/embedded_quality.py [--model models/embedded/sharpen-draft-q8_0.gguf]
+    .venv/bin/python bench/embedded_quality.py [--model models/embedded/sharpen-draft-q8_0.gguf] [--suppress-eos]
 """
 
 from __future__ import annotations
@@ -52,7 +52,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", type=Path, default=Path("models/embedded/sharpen-draft-q8_0.gguf"))
     parser.add_argument("--prompts", type=int, default=20)
+    parser.add_argument(
+        "--suppress-eos",
+        action="store_true",
+        help="rank end-of-text proposals last (for models that end drafts early; Sharpen's default ranks them as any)",
+    )
     args = parser.parse_args()
+    suppress = args.suppress_eos
     pairs: list[Pair] = [p for p in load_pairs(DATA) if is_held_out(p)][: args.prompts]
     source = resolve_model("smollm2-135m-instruct").path
     ar = LlamaAREngine(source, "smollm2-135m-instruct", LlamaSettings(n_ctx=1024))
@@ -60,12 +66,13 @@ def main() -> None:
     diffusion = DiffusionEngine(LlamaDiffusionBackend(args.model, LlamaDiffusionSettings(n_ctx=512)), "embedded")
     print(f"machine: {describe_machine()}")
     print(f"{len(pairs)} held-out instructions, {N}-token drafts, greedy, blocks of 32; perplexity by SmolLM2-135M")
+    print(f"end-of-text {'ranked last (suppress_eos)' if suppress else 'ranked like any token'}")
     variants = {
-        "K=N": DiffusionSettings(steps=N, block_length=32),
-        "K=N/2": DiffusionSettings(steps=N // 2, block_length=32),
-        "K=N/4": DiffusionSettings(steps=N // 4, block_length=32),
-        "K=N/8": DiffusionSettings(steps=N // 8, block_length=32),
-        "threshold 0.9": DiffusionSettings(threshold=0.9, block_length=32),
+        "K=N": DiffusionSettings(steps=N, block_length=32, suppress_eos=suppress),
+        "K=N/2": DiffusionSettings(steps=N // 2, block_length=32, suppress_eos=suppress),
+        "K=N/4": DiffusionSettings(steps=N // 4, block_length=32, suppress_eos=suppress),
+        "K=N/8": DiffusionSettings(steps=N // 8, block_length=32, suppress_eos=suppress),
+        "threshold 0.9": DiffusionSettings(threshold=0.9, block_length=32, suppress_eos=suppress),
     }
     scores: dict[str, list[float]] = {name: [] for name in [*variants, "SmolLM2 (AR)", "shuffled words"]}
     passes: dict[str, list[int]] = {name: [] for name in variants}
