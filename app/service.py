@@ -79,6 +79,7 @@ class SharpenService:
         self._engine_lock = threading.Lock()
         self._completion_engine: LlamaAREngine | None = None
         self._draft_engine: DiffusionEngine | None = None
+        self._catalogue: dict[str, CatalogueEntry] | None = None
 
     @classmethod
     def from_environment(cls) -> SharpenService:
@@ -353,8 +354,11 @@ class SharpenService:
     # ----- models --------------------------------------------------------------------------------
 
     def catalogue(self) -> dict[str, CatalogueEntry]:
-        """The built-in catalogue plus the user's [catalogue.NAME] entries from config.toml."""
-        return catalogue(user_catalogue(read_raw(self.paths.config_file), self.paths.config_file))
+        """The built-in catalogue plus the user's [catalogue.NAME] entries from config.toml, read once (as
+        the rest of the config is): routing resolves models on every request."""
+        if self._catalogue is None:
+            self._catalogue = catalogue(user_catalogue(read_raw(self.paths.config_file), self.paths.config_file))
+        return self._catalogue
 
     def resolve(self, name: str) -> ResolvedModel:
         return resolve_model(name, self.catalogue())
@@ -375,6 +379,7 @@ class SharpenService:
             except ModelError:
                 path = None
             present = path is not None and (path.is_file() or is_checkpoint_folder(path))
+            verdict = check_fit(entry, machine)
             statuses.append(
                 ModelStatus(
                     name=entry.name,
@@ -387,8 +392,8 @@ class SharpenService:
                     in_use_for=tuple(role for role, name in in_use.items() if name == entry.name),
                     source=entry.source,
                     download_bytes=entry.size_bytes,
-                    fit=check_fit(entry, machine).reason,
-                    fits=check_fit(entry, machine).fits,
+                    fit=verdict.reason,
+                    fits=verdict.fits,
                 )
             )
         return statuses

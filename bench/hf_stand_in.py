@@ -18,12 +18,10 @@ from gguf import GGUFReader
 from gguf.quants import dequantize
 from safetensors.numpy import save_file
 
+from models.hf_checkpoint import expected_tensors, spec_from_config
+from models.layouts import gguf_name, hf_rope_rows
+
 MASK_TOKEN_ID = 16  # SmolLM2's "<empty_output>", as in bench/stand_in.py
-
-
-def hf_rope_rows(weight: np.ndarray, heads: int) -> np.ndarray:
-    rows, columns = weight.shape
-    return weight.reshape(heads, rows // heads // 2, 2, columns).swapaxes(1, 2).reshape(rows, columns)
 
 
 def _field(reader: GGUFReader, key: str) -> object:
@@ -50,13 +48,29 @@ def _write_tokenizer(reader: GGUFReader, folder: Path, bos: str, eos: str) -> No
     (folder / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
 
 
-def _layers(tensors: dict[str, np.ndarray], heads: int, kv_heads: int) -> int:
+def _layer_count(tensors: dict[str, np.ndarray]) -> int:
     layers = 0
     while f"blk.{layers}.attn_q.weight" in tensors:
-        tensors[f"blk.{layers}.attn_q.weight"] = hf_rope_rows(tensors[f"blk.{layers}.attn_q.weight"], heads)
-        tensors[f"blk.{layers}.attn_k.weight"] = hf_rope_rows(tensors[f"blk.{layers}.attn_k.weight"], kv_heads)
         layers += 1
     return layers
+
+
+def _write_weights(tensors: dict[str, np.ndarray], config: dict[str, object], folder: Path) -> None:
+    """Every tensor the checkpoint's spec expects, under its real name, from the GGUF's tensors (q and k
+    rows back into Hugging Face's rotary layout; biases a GGUF lacks as zeros)."""
+    spec = spec_from_config(config, folder)
+    named: dict[str, np.ndarray] = {}
+    for ours, (theirs, shape) in expected_tensors(spec).items():
+        tensor = tensors.get(gguf_name(ours))
+        if tensor is None:
+            tensor = np.zeros(shape, dtype=np.float32)
+        elif ours.endswith("attention.q.weight"):
+            tensor = hf_rope_rows(tensor, spec.heads)
+        elif ours.endswith("attention.k.weight"):
+            tensor = hf_rope_rows(tensor, spec.kv_heads)
+        named[theirs] = np.ascontiguousarray(tensor)
+    save_file(named, str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
 
 
 def dream_from_smollm2(source: Path, folder: Path) -> Path:
@@ -64,34 +78,14 @@ def dream_from_smollm2(source: Path, folder: Path) -> Path:
         return folder
     folder.mkdir(parents=True, exist_ok=True)
     reader = GGUFReader(source)
-    heads = int(_field(reader, "llama.attention.head_count"))  # type: ignore[arg-type]
-    kv_heads = int(_field(reader, "llama.attention.head_count_kv"))  # type: ignore[arg-type]
     tensors = _tensors(reader)
-    layers = _layers(tensors, heads, kv_heads)
-    width = tensors["token_embd.weight"].shape[1]
-    kv_width = tensors["blk.0.attn_k.weight"].shape[0]
-    named = {
-        "model.embed_tokens.weight": tensors["token_embd.weight"],
-        "model.norm.weight": tensors["output_norm.weight"],
-    }
-    names = {
-        "attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
-        "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj", "ffn_norm": "post_attention_layernorm",
-        "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
-    }  # fmt: skip
-    for layer in range(layers):
-        for ours, theirs in names.items():
-            named[f"model.layers.{layer}.{theirs}.weight"] = tensors[f"blk.{layer}.{ours}.weight"]
-        for part, size in (("q", width), ("k", kv_width), ("v", kv_width)):
-            named[f"model.layers.{layer}.self_attn.{part}_proj.bias"] = np.zeros(size, dtype=np.float32)
-    save_file(named, str(folder / "model.safetensors"))
     config = {
         "architectures": ["DreamModel"],
         "model_type": "Dream",
-        "hidden_size": width,
-        "num_attention_heads": heads,
-        "num_key_value_heads": kv_heads,
-        "num_hidden_layers": layers,
+        "hidden_size": tensors["token_embd.weight"].shape[1],
+        "num_attention_heads": int(_field(reader, "llama.attention.head_count")),  # type: ignore[arg-type]
+        "num_key_value_heads": int(_field(reader, "llama.attention.head_count_kv")),  # type: ignore[arg-type]
+        "num_hidden_layers": _layer_count(tensors),
         "intermediate_size": tensors["blk.0.ffn_gate.weight"].shape[0],
         "vocab_size": tensors["token_embd.weight"].shape[0],
         "rope_theta": float(_field(reader, "llama.rope.freq_base")),  # type: ignore[arg-type]
@@ -100,7 +94,7 @@ def dream_from_smollm2(source: Path, folder: Path) -> Path:
         "mask_token_id": MASK_TOKEN_ID,
         "max_position_embeddings": 2048,
     }
-    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    _write_weights(tensors, config, folder)
     _write_tokenizer(reader, folder, "<|im_start|>", "<|im_end|>")
     return folder
 
@@ -110,42 +104,26 @@ def llada_from_sharpen_draft(source: Path, folder: Path) -> Path:
         return folder
     folder.mkdir(parents=True, exist_ok=True)
     reader = GGUFReader(source)
-    heads = int(_field(reader, "llama.attention.head_count"))  # type: ignore[arg-type]
     tensors = _tensors(reader)
-    layers = _layers(tensors, heads, heads)
-    root = "model.transformer"
-    named = {f"{root}.wte.weight": tensors["token_embd.weight"], f"{root}.ln_f.weight": tensors["output_norm.weight"]}
-    names = {
-        "attn_norm": "attn_norm", "attn_q": "q_proj", "attn_k": "k_proj", "attn_v": "v_proj",
-        "attn_output": "attn_out", "ffn_norm": "ff_norm", "ffn_gate": "ff_proj", "ffn_up": "up_proj",
-        "ffn_down": "ff_out",
-    }  # fmt: skip
-    for layer in range(layers):
-        for ours, theirs in names.items():
-            named[f"{root}.blocks.{layer}.{theirs}.weight"] = tensors[f"blk.{layer}.{ours}.weight"]
-    tied = "output.weight" not in tensors
-    if not tied:
-        named[f"{root}.ff_out.weight"] = tensors["output.weight"]
-    save_file(named, str(folder / "model.safetensors"))
-    width = tensors["token_embd.weight"].shape[1]
+    heads = int(_field(reader, "llama.attention.head_count"))  # type: ignore[arg-type]
+    eos_id = int(_field(reader, "tokenizer.ggml.eos_token_id"))  # type: ignore[arg-type]
     config = {
         "architectures": ["LLaDAModelLM"],
         "model_type": "llada",
-        "d_model": width,
+        "d_model": tensors["token_embd.weight"].shape[1],
         "n_heads": heads,
         "n_kv_heads": heads,
-        "n_layers": layers,
+        "n_layers": _layer_count(tensors),
         "mlp_hidden_size": tensors["blk.0.ffn_gate.weight"].shape[0],
         "vocab_size": tensors["token_embd.weight"].shape[0],
         "rope_theta": float(_field(reader, "llama.rope.freq_base")),  # type: ignore[arg-type]
         "rms_norm_eps": float(_field(reader, "llama.attention.layer_norm_rms_epsilon")),  # type: ignore[arg-type]
-        "weight_tying": tied,
+        "weight_tying": "output.weight" not in tensors,
         "mask_token_id": int(_field(reader, "tokenizer.ggml.mask_token_id")),  # type: ignore[arg-type]
         "max_sequence_length": int(_field(reader, "llama.context_length")),  # type: ignore[arg-type]
-        "eos_token_id": int(_field(reader, "tokenizer.ggml.eos_token_id")),  # type: ignore[arg-type]
+        "eos_token_id": eos_id,
     }
-    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
-    tokens = list(_field(reader, "tokenizer.ggml.tokens"))  # type: ignore[arg-type]
-    eos = tokens[config["eos_token_id"]]
+    _write_weights(tensors, config, folder)
+    eos = list(_field(reader, "tokenizer.ggml.tokens"))[eos_id]  # type: ignore[arg-type]
     _write_tokenizer(reader, folder, eos, eos)
     return folder

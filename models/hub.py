@@ -237,7 +237,7 @@ def pull(
     progress: ProgressCallback | None = None,
 ) -> PullResult:
     """Download a Hub model into the HF cache (or find it there) and verify it. Returns its path."""
-    from huggingface_hub import hf_hub_download
+    from huggingface_hub import hf_hub_download, try_to_load_from_cache
 
     if not entry.is_hub:
         raise PullError(f"{entry.name} is not a Hugging Face model (source {entry.source}); nothing to pull")
@@ -263,7 +263,9 @@ def pull(
     downloaded = 0  # files fetched now, as opposed to found in the cache
     paths: list[Path] = []
     for index, file in enumerate(files, start=1):
-        before = _blob_count(settings, entry)
+        was_cached = isinstance(
+            try_to_load_from_cache(entry.hub_repo, file, cache_dir=settings.cache_dir, revision=revision), str
+        )
         try:
             path = hf_hub_download(
                 entry.hub_repo,
@@ -276,7 +278,7 @@ def pull(
             )
         except Exception as error:  # translated into one clear message
             raise _translate(error, entry, settings, file) from error
-        downloaded += int(_blob_count(settings, entry) > before)
+        downloaded += not was_cached
         paths.append(Path(path))
     if entry.hub_file is not None:
         return _verified_result(entry, paths[0], [paths[0].name], downloaded)
@@ -316,11 +318,6 @@ def _is_connection_problem(error: Exception) -> bool:
         if isinstance(error, transport_error):
             return True
     return isinstance(error, ConnectionError)
-
-
-def _blob_count(settings: HubSettings, entry: CatalogueEntry) -> int:
-    blobs = settings.cache_dir / ("models--" + entry.hub_repo.replace("/", "--")) / "blobs"
-    return sum(1 for p in blobs.iterdir() if not p.name.endswith(".incomplete")) if blobs.is_dir() else 0
 
 
 def _verified_result(entry: CatalogueEntry, path: Path, files: list[str], downloaded: int) -> PullResult:

@@ -3,7 +3,8 @@
 Same shapes and tokenizer as the tiny GGUFs (SmolLM2's vocabulary, 2 layers, width 64), weights under the
 names the real checkpoints use, a real config.json, a tokenizer.json built from SmolLM2's vocabulary and
 merges, and a tokenizer_config.json with its chat template. `export_gguf` writes the same weights as a
-llama.cpp GGUF (LLaDA: q and k rows permuted into ggml's rope layout, as llama.cpp's converter does).
+llama.cpp GGUF (LLaDA: q and k rows permuted into ggml's rope layout, as llama.cpp's converter does;
+models/layouts.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from pathlib import Path
 import numpy as np
 from fixture_models import FFN, HEADS, LAYERS, VOCAB, WIDTH, smollm2_tokenizer, write_tiny_model
 from safetensors.numpy import save_file
+
+from models.layouts import to_gguf
 
 MASK_ID = 16
 KV_HEADS_DREAM = 2  # Dream uses grouped KV heads; the fixture does too
@@ -200,48 +203,14 @@ def write_checkpoint(
     return folder
 
 
-def ggml_rope_rows(weight: np.ndarray, heads: int) -> np.ndarray:
-    """Hugging Face's rotate_half row order -> ggml's interleaved pairs (llama.cpp's converter does this)."""
-    rows, columns = weight.shape
-    return weight.reshape(heads, 2, rows // heads // 2, columns).swapaxes(1, 2).reshape(rows, columns)
-
-
 def export_gguf(path: Path, architecture: str, weights: dict[str, np.ndarray]) -> Path:
     """The same weights as a llama.cpp diffusion GGUF of `architecture`."""
-    gguf_names = {
-        "attn_norm.weight": "attn_norm.weight",
-        "attention.q.weight": "attn_q.weight",
-        "attention.k.weight": "attn_k.weight",
-        "attention.v.weight": "attn_v.weight",
-        "attention.o.weight": "attn_output.weight",
-        "attention.q.bias": "attn_q.bias",
-        "attention.k.bias": "attn_k.bias",
-        "attention.v.bias": "attn_v.bias",
-        "ffn_norm.weight": "ffn_norm.weight",
-        "gate.weight": "ffn_gate.weight",
-        "up.weight": "ffn_up.weight",
-        "down.weight": "ffn_down.weight",
-    }
     kv_heads = KV_HEADS_DREAM if architecture == "dream" else HEADS
-    tensors = {
-        "token_embd.weight": weights["embed.weight"],
-        "output_norm.weight": weights["norm.weight"],
-        "output.weight": weights["output.weight"],
-    }
-    for ours, array in weights.items():
-        if not ours.startswith("blocks."):
-            continue
-        _, layer, rest = ours.split(".", 2)
-        if architecture == "llada" and rest == "attention.q.weight":
-            array = ggml_rope_rows(array, HEADS)
-        if architecture == "llada" and rest == "attention.k.weight":
-            array = ggml_rope_rows(array, kv_heads)
-        tensors[f"blk.{layer}.{gguf_names[rest]}"] = array
     return write_tiny_model(
         path,
         arch=architecture,
         mask_token_id=MASK_ID,
         shift_logits=architecture == "dream",
-        tensors=tensors,
+        tensors=to_gguf(weights, HEADS, kv_heads, ggml_rope=architecture == "llada"),
         kv_heads=kv_heads,
     )

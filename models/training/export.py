@@ -22,6 +22,7 @@ from gguf.quants import quantize
 from tokenizers import Tokenizer
 
 from models.hf_checkpoint import TransformerSpec, expected_tensors
+from models.layouts import to_gguf
 from models.training.tokenizer import CHAT_TEMPLATE, gguf_vocabulary, special_ids
 
 ARCH = "llama"
@@ -73,35 +74,10 @@ def export_gguf(
     return path
 
 
-def ggml_rope_rows(weight: np.ndarray, heads: int) -> np.ndarray:
-    """Hugging Face's rotate_half row order -> ggml's interleaved rotary pairs."""
-    rows, columns = weight.shape
-    return weight.reshape(heads, 2, rows // heads // 2, columns).swapaxes(1, 2).reshape(rows, columns)
-
-
 def _tensors(state: dict[str, np.ndarray], shape: object) -> dict[str, np.ndarray]:
-    names = {"token_embd.weight": "embed.weight", "output_norm.weight": "norm.weight"}
-    for layer in range(shape.layers):  # type: ignore[attr-defined]
-        ours = f"blocks.{layer}"
-        theirs = f"blk.{layer}"
-        names |= {
-            f"{theirs}.attn_norm.weight": f"{ours}.attn_norm.weight",
-            f"{theirs}.attn_q.weight": f"{ours}.attention.q.weight",
-            f"{theirs}.attn_k.weight": f"{ours}.attention.k.weight",
-            f"{theirs}.attn_v.weight": f"{ours}.attention.v.weight",
-            f"{theirs}.attn_output.weight": f"{ours}.attention.o.weight",
-            f"{theirs}.ffn_norm.weight": f"{ours}.ffn_norm.weight",
-            f"{theirs}.ffn_gate.weight": f"{ours}.gate.weight",
-            f"{theirs}.ffn_up.weight": f"{ours}.up.weight",
-            f"{theirs}.ffn_down.weight": f"{ours}.down.weight",
-        }
-    tensors = {}
-    for gguf_name, torch_name in names.items():
-        array = np.ascontiguousarray(state[torch_name], dtype=np.float32)
-        if gguf_name.endswith(("attn_q.weight", "attn_k.weight")):
-            array = np.ascontiguousarray(ggml_rope_rows(array, shape.heads))  # type: ignore[attr-defined]
-        tensors[gguf_name] = array
-    return tensors
+    heads = shape.heads  # type: ignore[attr-defined]
+    tensors = to_gguf(state, heads, heads, ggml_rope=True)
+    return {name: np.ascontiguousarray(array, dtype=np.float32) for name, array in tensors.items()}
 
 
 def export_checkpoint(state: dict[str, np.ndarray], spec: TransformerSpec, tokenizer: Tokenizer, folder: Path) -> Path:

@@ -16,6 +16,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from models.hf_checkpoint import TransformerSpec
+from models.layouts import hf_rope_rows
 from models.transformer import DiffusionTransformer
 
 
@@ -99,8 +100,7 @@ def from_interleaved_layout(state: dict[str, torch.Tensor], heads: int) -> dict[
         parts = name.split(".")
         if parts[0] == "blocks" and parts[2] in names:
             if parts[2] in ("q", "k"):
-                rows, columns = tensor.shape
-                tensor = tensor.reshape(heads, rows // heads // 2, 2, columns).swapaxes(1, 2).reshape(rows, columns)
+                tensor = hf_rope_rows(tensor, heads)
             name = ".".join([*parts[:2], names[parts[2]], *parts[3:]])
         converted[name] = tensor.contiguous()
     return converted

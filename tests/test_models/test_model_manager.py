@@ -190,8 +190,10 @@ needs_vram_gib = 90000.0
 """
 
 
-def test_models_that_do_not_fit_are_refused_unless_forced(hub: FakeHub, capsys: pytest.CaptureFixture[str]) -> None:
-    hub.add("acme/tiny-draft-GGUF", {"tiny-draft.gguf": HubFile(b"z" * 500)})
+def test_models_that_do_not_fit_are_refused_unless_forced(
+    hub: FakeHub, tiny_cacheable_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hub.add("acme/tiny-draft-GGUF", {"tiny-draft.gguf": HubFile(tiny_cacheable_path.read_bytes())})
     add_entries(BIG)
     assert main(["models", "pull", "too-big"]) != 0
     err = capsys.readouterr().err
@@ -203,6 +205,11 @@ def test_models_that_do_not_fit_are_refused_unless_forced(hub: FakeHub, capsys: 
     add_entries(BIG + '\n[models]\ndraft = "too-big"\n')
     with pytest.raises(DoesNotFit, match=r"refusing to load too-big.*models\.check_fit false"):
         service().draft_engine()
+    capsys.readouterr()
+    assert main(["models", "use", "too-big", "--for", "draft", "--force"]) == 0
+    assert "models.check_fit = false" in capsys.readouterr().out
+    assert load_config(sharpen_paths().config_file).models.check_fit is False
+    assert service().draft_engine().info().model == "too-big"
 
 
 def test_fit_verdicts() -> None:

@@ -6,10 +6,12 @@ import os
 from pathlib import Path
 
 from hub_server import FakeHub, HubFile
+from textual.pilot import Pilot
 from textual.widgets import DataTable, ProgressBar
 from ui_support import AppFactory, make_config
 
 from app.paths import sharpen_paths
+from ui.app import SharpenApp
 from ui.screens.models import ModelsScreen
 
 ENTRY = """
@@ -21,22 +23,31 @@ needs_ram_gib = 0.1
 """
 
 
+def app_with_entry(make_app: AppFactory) -> SharpenApp:
+    config_file = sharpen_paths().config_file
+    config_file.parent.mkdir(parents=True, exist_ok=True)
+    config_file.write_text(ENTRY)
+    return make_app(config=make_config(autocomplete=False))
+
+
+async def highlight_entry(app: SharpenApp, pilot: Pilot) -> tuple[ModelsScreen, DataTable]:  # type: ignore[type-arg]
+    """Open F2 and put the cursor on the test entry."""
+    await pilot.press("f2")
+    screen = app.screen
+    assert isinstance(screen, ModelsScreen)
+    table = screen.query_one("#models", DataTable)
+    table.move_cursor(row=[m.name for m in screen.models].index("tiny-draft"))
+    return screen, table
+
+
 async def test_pull_with_progress_then_use_for_drafts(
     make_app: AppFactory, hub: FakeHub, tiny_cacheable_path: Path
 ) -> None:
     content = tiny_cacheable_path.read_bytes()
     hub.add("acme/tiny-draft-GGUF", {"tiny-draft.gguf": HubFile(content)})
-    config_file = sharpen_paths().config_file
-    config_file.parent.mkdir(parents=True, exist_ok=True)
-    config_file.write_text(ENTRY)
-    app = make_app(config=make_config(autocomplete=False))
+    app = app_with_entry(make_app)
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.press("f2")
-        screen = app.screen
-        assert isinstance(screen, ModelsScreen)
-        table = screen.query_one("#models", DataTable)
-        names = [m.name for m in screen.models]
-        table.move_cursor(row=names.index("tiny-draft"))
+        screen, table = await highlight_entry(app, pilot)
         assert table.get_row("tiny-draft")[3] == "not pulled"
         await pilot.press("p")
         await app.workers.wait_for_complete()
@@ -53,16 +64,9 @@ async def test_pull_with_progress_then_use_for_drafts(
 
 
 async def test_a_failed_pull_is_reported_on_the_screen(make_app: AppFactory, hub: FakeHub) -> None:
-    config_file = sharpen_paths().config_file
-    config_file.parent.mkdir(parents=True, exist_ok=True)
-    config_file.write_text(ENTRY)  # the hub has no such repo
-    app = make_app(config=make_config(autocomplete=False))
+    app = app_with_entry(make_app)  # the hub has no such repo
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.press("f2")
-        screen = app.screen
-        assert isinstance(screen, ModelsScreen)
-        table = screen.query_one("#models", DataTable)
-        table.move_cursor(row=[m.name for m in screen.models].index("tiny-draft"))
+        screen, _table = await highlight_entry(app, pilot)
         await pilot.press("p")
         await app.workers.wait_for_complete()
         await pilot.pause()

@@ -6,7 +6,6 @@ screen as posted messages, at most one per percent, so a fast download never flo
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from textual import work
@@ -117,11 +116,9 @@ class ModelsScreen(ModalScreen[tuple[str, str] | None]):
 
     @work(thread=True, exclusive=True, group="pull")
     def _pull(self, name: str) -> None:
-        started = time.monotonic()
-
         def report(event: PullProgress) -> None:
             percent = int(100 * event.done_bytes / event.total_bytes) if event.total_bytes else 0
-            if percent != self._last_percent or time.monotonic() - started < 0.05:
+            if percent != self._last_percent:
                 self._last_percent = percent
                 self.post_message(PullUpdate(event))
 
