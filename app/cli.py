@@ -17,7 +17,7 @@ from app.config import load_config, render_config, set_value
 from app.paths import sharpen_paths
 from app.service import SharpenError, SharpenService
 from app.traces import save_trace
-from engines.diffusion.settings import ALGORITHMS, SCHEDULES, DiffusionSettings
+from engines.diffusion.settings import ALGORITHMS, EOS_RULES, SCHEDULES, DiffusionSettings
 from engines.diffusion.trace import TraceError, load_trace
 from engines.events import Done, DraftStats, Event, Pass, Token
 from models.gguf_info import inspect_gguf
@@ -110,6 +110,7 @@ def _draft_settings(service: SharpenService, args: argparse.Namespace) -> Diffus
         block_length=args.block_length,
         threshold=args.threshold,
         algorithm=args.algorithm,
+        eos=args.eos,
         temperature=args.temperature,
         top_k=args.top_k,
         top_p=args.top_p,
@@ -331,6 +332,7 @@ def cmd_training_data(args: argparse.Namespace) -> int:
         seed=args.seed,
         max_tokens=args.max_tokens,
         temperature=args.temperature,
+        parallel=args.parallel,
         progress=report,
     )
     print(f"\nwrote {written} new drafts to {args.out}", file=sys.stderr)
@@ -477,6 +479,7 @@ def _add_draft_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--block-length", type=int, metavar="B", help="block length for the blocks schedule")
     parser.add_argument("--threshold", type=float, metavar="T", help="commit every position this confident; 0 is off")
     parser.add_argument("--algorithm", choices=ALGORITHMS, help="which masked positions to commit first")
+    parser.add_argument("--eos", choices=EOS_RULES, help="where end-of-text may settle (config: diffusion.eos)")
     parser.add_argument("--temperature", type=float, help="0 is greedy")
     parser.add_argument("--top-k", type=int, help="sample among the k most likely tokens; 0 is off")
     parser.add_argument("--top-p", type=float, help="sample within this probability mass; 1 is off")
@@ -568,8 +571,9 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--out", default="models/training/data/drafts.jsonl", help="JSON Lines file, appended to")
     data.add_argument("--count", type=int, default=1000, help="how many instructions (resumes where it stopped)")
     data.add_argument("--seed", type=int, default=0, help="which list of instructions")
-    data.add_argument("--max-tokens", type=int, default=200)
-    data.add_argument("--temperature", type=float, default=0.8)
+    data.add_argument("--max-tokens", type=int, default=160)
+    data.add_argument("--temperature", type=float, default=0.0, help="0: greedy, written several at a time")
+    data.add_argument("--parallel", type=int, default=16, help="greedy drafts decoded together")
     data.set_defaults(handler=cmd_training_data)
 
     config = commands.add_parser("config", help="show or change settings")

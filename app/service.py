@@ -155,6 +155,7 @@ class SharpenService:
             "block_length": section.block_length,
             "threshold": section.threshold or None,
             "algorithm": section.algorithm,
+            "eos": section.eos,
             "temperature": section.temperature,
             "top_k": section.top_k,
             "top_p": section.top_p,

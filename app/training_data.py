@@ -2,17 +2,20 @@
 
 Appends one JSON line per pair and flushes it, so a killed run loses at most the line being written;
 a second run skips the instructions already answered (a truncated last line is dropped and redone).
+Greedy drafts (temperature 0) are written several at a time through one llama.cpp context.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from engines.events import Done, GenerationStats
 from engines.llama_ar import LlamaAREngine
-from models.training.prompts import instructions
+from models.training.prompts import Instruction, instructions
+
+Draft = tuple[Instruction, str, int, str]  # instruction, draft, tokens, finish reason
 
 
 def answered_ids(path: Path) -> set[int]:
@@ -40,33 +43,51 @@ def make_pairs(
     count: int,
     *,
     seed: int = 0,
-    max_tokens: int = 200,
-    temperature: float = 0.8,
+    max_tokens: int = 160,
+    temperature: float = 0.0,
+    parallel: int = 16,
     progress: Callable[[int, int, int], None] = lambda _done, _total, _tokens: None,
 ) -> int:
-    """Answer the first `count` instructions of `seed` that `out` lacks; returns how many were written."""
+    """Answer the first `count` instructions of `seed` that `out` lacks; returns how many were written.
+
+    Temperature 0 writes greedy drafts, `parallel` at a time; otherwise one sampled draft at a time."""
     todo = [i for i in instructions(count, seed) if i.id not in answered_ids(out)]
     out.parent.mkdir(parents=True, exist_ok=True)
+    if temperature == 0:
+        drafts = _greedy(engine, todo, max_tokens, parallel)
+    else:
+        drafts = _sampled(engine, todo, max_tokens, temperature)
     written = tokens = 0
     with out.open("a", encoding="utf-8") as handle:
-        for instruction in todo:
-            done = next(
-                e
-                for e in engine.chat(instruction.text, max_tokens=max_tokens, temperature=temperature)
-                if isinstance(e, Done)
-            )
-            assert isinstance(done.stats, GenerationStats)
+        for instruction, draft, draft_tokens, finish_reason in drafts:
             record = {
                 **instruction.record(),
-                "draft": done.text.strip(),
-                "draft_tokens": done.stats.generated_tokens,
-                "finish_reason": done.stats.finish_reason,
+                "draft": draft.strip(),
+                "draft_tokens": draft_tokens,
+                "finish_reason": finish_reason,
                 "model": engine.model_name,
                 "temperature": temperature,
             }
             handle.write(json.dumps(record) + "\n")
             handle.flush()
             written += 1
-            tokens += done.stats.generated_tokens
+            tokens += draft_tokens
             progress(written, len(todo), tokens)
     return written
+
+
+def _sampled(engine: LlamaAREngine, todo: list[Instruction], max_tokens: int, temperature: float) -> Iterator[Draft]:
+    for instruction in todo:
+        done = next(
+            e
+            for e in engine.chat(instruction.text, max_tokens=max_tokens, temperature=temperature)
+            if isinstance(e, Done)
+        )
+        assert isinstance(done.stats, GenerationStats)
+        yield instruction, done.text, done.stats.generated_tokens, done.stats.finish_reason
+
+
+def _greedy(engine: LlamaAREngine, todo: list[Instruction], max_tokens: int, parallel: int) -> Iterator[Draft]:
+    prompts = [engine.chat_prompt(instruction.text, max_tokens) for instruction in todo]
+    for reply in engine.greedy_batch(prompts, max_tokens, parallel=parallel):
+        yield todo[reply.index], engine.detokenize(reply.tokens), len(reply.tokens), reply.finish_reason

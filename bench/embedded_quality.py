@@ -3,9 +3,10 @@
 20 held-out instructions (ids the training split held out); 128-token drafts at K = N, N/2, N/4, N/8 and
 at threshold 0.9 (blocks of 32, greedy), beside SmolLM2-135M's own drafts (the model the data came
 from: the ceiling) and a shuffled-word baseline (the words of SmolLM2's drafts in random order: the
-floor). Perplexity is SmolLM2's on the draft given the instruction (lower is better).
+floor). Perplexity is SmolLM2's on the draft given the instruction (lower is better); since it rewards
+loops, the share of repeated word 3-grams and the draft's length in words are printed beside it.
 
-    .venv/bin/python bench/embedded_quality.py [--model models/embedded/sharpen-draft-q8_0.gguf] [--suppress-eos]
+    .venv/bin/python bench/embedded_quality.py [--model GGUF] [--eos in_order|free|last] [--prompts 20]
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from machine import describe_machine
 
 from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
-from engines.diffusion.settings import DiffusionSettings
+from engines.diffusion.settings import EOS_RULES, DiffusionSettings
 from engines.events import Done, DraftStats
 from engines.llama_ar import LlamaAREngine, LlamaSettings
 from models.catalogue import resolve_model
@@ -48,17 +49,30 @@ def perplexity(scorer: llama_cpp.Llama, ar: LlamaAREngine, instruction: str, dra
     return math.exp(nll)
 
 
+def repeated_trigrams(text: str) -> float:
+    """Share of the draft's word 3-grams that it has already used: perplexity rewards loops, this shows them."""
+    words = text.lower().split()
+    grams = list(zip(words, words[1:], words[2:], strict=False))
+    seen: set[tuple[str, str, str]] = set()
+    repeated = 0
+    for gram in grams:
+        repeated += gram in seen
+        seen.add(gram)
+    return repeated / len(grams) if grams else 0.0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", type=Path, default=Path("models/embedded/sharpen-draft-q8_0.gguf"))
     parser.add_argument("--prompts", type=int, default=20)
     parser.add_argument(
-        "--suppress-eos",
-        action="store_true",
-        help="rank end-of-text proposals last (for models that end drafts early; Sharpen's default ranks them as any)",
+        "--eos",
+        choices=EOS_RULES,
+        default="in_order",
+        help="where end-of-text may settle (Sharpen's default, diffusion.eos, is in_order)",
     )
     args = parser.parse_args()
-    suppress = args.suppress_eos
+    eos = args.eos
     pairs: list[Pair] = [p for p in load_pairs(DATA) if is_held_out(p)][: args.prompts]
     source = resolve_model("smollm2-135m-instruct").path
     ar = LlamaAREngine(source, "smollm2-135m-instruct", LlamaSettings(n_ctx=1024))
@@ -66,16 +80,20 @@ def main() -> None:
     diffusion = DiffusionEngine(LlamaDiffusionBackend(args.model, LlamaDiffusionSettings(n_ctx=512)), "embedded")
     print(f"machine: {describe_machine()}")
     print(f"{len(pairs)} held-out instructions, {N}-token drafts, greedy, blocks of 32; perplexity by SmolLM2-135M")
-    print(f"end-of-text {'ranked last (suppress_eos)' if suppress else 'ranked like any token'}")
+    print(f"end-of-text settles: {eos}")
     variants = {
-        "K=N": DiffusionSettings(steps=N, block_length=32, suppress_eos=suppress),
-        "K=N/2": DiffusionSettings(steps=N // 2, block_length=32, suppress_eos=suppress),
-        "K=N/4": DiffusionSettings(steps=N // 4, block_length=32, suppress_eos=suppress),
-        "K=N/8": DiffusionSettings(steps=N // 8, block_length=32, suppress_eos=suppress),
-        "threshold 0.9": DiffusionSettings(threshold=0.9, block_length=32, suppress_eos=suppress),
+        "K=N": DiffusionSettings(steps=N, block_length=32, eos=eos),
+        "K=N/2": DiffusionSettings(steps=N // 2, block_length=32, eos=eos),
+        "K=N/4": DiffusionSettings(steps=N // 4, block_length=32, eos=eos),
+        "K=N/8": DiffusionSettings(steps=N // 8, block_length=32, eos=eos),
+        "threshold 0.9": DiffusionSettings(threshold=0.9, block_length=32, eos=eos),
     }
-    scores: dict[str, list[float]] = {name: [] for name in [*variants, "SmolLM2 (AR)", "shuffled words"]}
+    names = [*variants, "SmolLM2 (AR)", "shuffled words"]
+    scores: dict[str, list[float]] = {name: [] for name in names}
+    repeats: dict[str, list[float]] = {name: [] for name in names}
+    words_out: dict[str, list[int]] = {name: [] for name in names}
     passes: dict[str, list[int]] = {name: [] for name in variants}
+    per_pass: dict[str, list[float]] = {name: [] for name in variants}  # draft tokens per pass
     samples: dict[str, str] = {}
     rng = random.Random(0)
     for pair in pairs:
@@ -83,18 +101,30 @@ def main() -> None:
             done = [e for e in diffusion.draft(pair.instruction, N, settings) if isinstance(e, Done)][-1]
             assert isinstance(done.stats, DraftStats)
             passes[name].append(done.stats.passes)
+            per_pass[name].append(done.stats.generated_tokens / max(1, done.stats.passes))
             scores[name].append(perplexity(scorer, ar, pair.instruction, done.text))
+            repeats[name].append(repeated_trigrams(done.text))
+            words_out[name].append(len(done.text.split()))
             samples.setdefault(name, f"{pair.instruction}\n  -> {done.text.strip()[:300]}")
         ar_text = [e for e in ar.chat(pair.instruction, max_tokens=N) if isinstance(e, Done)][-1].text
-        scores["SmolLM2 (AR)"].append(perplexity(scorer, ar, pair.instruction, ar_text))
         words = ar_text.split()
         rng.shuffle(words)
-        scores["shuffled words"].append(perplexity(scorer, ar, pair.instruction, " ".join(words)))
-    print(f"\n{'drafts':16} | {'median perplexity':>17} | {'log':>5} | passes (median, of {N})")
+        for name, text in (("SmolLM2 (AR)", ar_text), ("shuffled words", " ".join(words))):
+            scores[name].append(perplexity(scorer, ar, pair.instruction, text))
+            repeats[name].append(repeated_trigrams(text))
+            words_out[name].append(len(text.split()))
+    print(
+        f"\n{'drafts':16} | {'median perplexity':>17} | {'log':>5} | {'repeated 3-grams':>16} | "
+        f"{'words':>5} | passes (median, of {N}) | draft tokens per pass (mean)"
+    )
     for name, values in scores.items():
         taken = f"{statistics.median(passes[name]):.0f}" if name in passes else ""
+        rate = f"{statistics.mean(per_pass[name]):.2f}" if name in per_pass else ""
         median = statistics.median(values)
-        print(f"{name:16} | {median:17.1f} | {math.log(median):5.2f} | {taken}")
+        print(
+            f"{name:16} | {median:17.1f} | {math.log(median):5.2f} | {statistics.mean(repeats[name]):16.0%} | "
+            f"{statistics.median(words_out[name]):5.0f} | {taken:>23} | {rate}"
+        )
     print("\nsamples (the first held-out instruction):")
     for name, text in samples.items():
         print(f"[{name}] {text}")

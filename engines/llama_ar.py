@@ -16,6 +16,7 @@ from engines.cancel import NEVER_CANCELLED, CancelToken
 from engines.chat_template import render_instruction
 from engines.errors import EmptyPromptError, InvalidRequestError, PromptTooLongError
 from engines.events import Done, EngineInfo, Event, FinishReason, GenerationStats, Token
+from engines.llama_batched import BatchedReply, greedy_replies
 from engines.llama_load import ContextShape, gpu_offload_available, open_llama
 from models.errors import UnsupportedModel
 from models.gguf_info import GGUFInfo, inspect_gguf
@@ -143,6 +144,15 @@ class LlamaAREngine:
 
     def detokenize(self, tokens: Sequence[int], *, special: bool = False) -> str:
         return self._llama.detokenize(list(tokens), special=special).decode("utf-8", errors="replace")
+
+    def greedy_batch(
+        self, prompts: Sequence[Sequence[int]], max_tokens: int, *, parallel: int = 8
+    ) -> Iterator[BatchedReply]:
+        """Greedy replies to many prompts, `parallel` at a time in a context of their own, as each finishes."""
+        with self._lock:
+            yield from greedy_replies(
+                self._llama, prompts, max_tokens, parallel=parallel, n_threads=self.settings.n_threads
+            )
 
     def completion_prompt(
         self, prefix: str, suffix: str | None, max_tokens: int, trim: TrimPolicy = "left"

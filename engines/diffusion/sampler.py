@@ -126,11 +126,14 @@ class DiffusionSampler:
                     top_p=settings.top_p,
                     rng=rng,
                     eos_ids=self.backend.eos_token_ids,
-                    suppress_eos=settings.suppress_eos,
+                    suppress_eos=settings.eos == "last",
                 )
-                chosen = self._choose(
-                    settings, proposals.scores, proposals.probabilities, len(masked), step, budget, rng
+                blocked = (
+                    np.isin(proposals.tokens, list(self.backend.eos_token_ids)) & (masked != canvas.first_mask())
+                    if settings.eos == "in_order"
+                    else np.zeros(len(masked), dtype=bool)
                 )
+                chosen = self._choose(settings, proposals.scores, proposals.probabilities, blocked, step, budget, rng)
                 positions = masked[chosen]
                 canvas.tokens[positions] = proposals.tokens[chosen]
                 canvas.confidence[positions] = proposals.probabilities[chosen]
@@ -183,12 +186,28 @@ class DiffusionSampler:
         settings: DiffusionSettings,
         scores: np.ndarray,
         probabilities: np.ndarray,
-        n_masked: int,
+        blocked: np.ndarray,
         step: int,
         budget: int,
         rng: np.random.Generator,
     ) -> np.ndarray:
-        """Indices (into the masked positions of the window) to commit in this pass."""
+        """Indices (into the masked positions of the window) to commit in this pass; `blocked` ones
+        never (the first masked position is never blocked, so every pass commits something)."""
+        scores = np.where(blocked, -np.inf, scores)  # blocked positions rank last
+        chosen = DiffusionSampler._choose_unblocked(settings, scores, probabilities, step, budget, rng)
+        allowed = chosen[~blocked[chosen]]
+        return allowed if len(allowed) else np.argsort(-scores, kind="stable")[:1]
+
+    @staticmethod
+    def _choose_unblocked(
+        settings: DiffusionSettings,
+        scores: np.ndarray,
+        probabilities: np.ndarray,
+        step: int,
+        budget: int,
+        rng: np.random.Generator,
+    ) -> np.ndarray:
+        n_masked = len(scores)
         ranked = np.argsort(-scores, kind="stable")
         if settings.threshold is not None:
             confident = np.flatnonzero(probabilities >= settings.threshold)

@@ -11,6 +11,8 @@ Algorithm = Literal["confidence", "margin", "entropy", "random", "origin"]
 Schedule = Literal["blocks", "timestep"]
 ALGORITHMS: tuple[Algorithm, ...] = ("confidence", "margin", "entropy", "random", "origin")
 SCHEDULES: tuple[Schedule, ...] = ("blocks", "timestep")
+EosRule = Literal["free", "last", "in_order"]
+EOS_RULES: tuple[EosRule, ...] = ("free", "last", "in_order")
 
 
 @dataclass(frozen=True)
@@ -35,8 +37,11 @@ class DiffusionSettings:
     top_k: int = 0
     top_p: float = 1.0
     seed: int = 0
-    # Rank end-of-text tokens last, so the draft is not cut short by an early, confident EOS.
-    suppress_eos: bool = False
+    # Where end-of-text may be committed. "free": like any token (LLaDA's reference). "last": ranked after
+    # every other proposal. "in_order": only at the first masked position, so the draft ends where its
+    # text has reached: a model that is surest of the padding at the canvas's end cannot commit it
+    # there first and let it spread leftwards over the whole draft.
+    eos: EosRule = "free"
     # Stop as soon as the settled text reaches an end-of-text token (LLaDA's reference code always
     # runs every step instead; benchmarks that measure a fixed amount of work turn this off).
     stop_at_eos: bool = True
@@ -46,6 +51,8 @@ class DiffusionSettings:
         problems: list[str] = []
         if canvas_length < 1:
             problems.append(f"the draft length must be at least 1 token, got {canvas_length}")
+        if self.eos not in EOS_RULES:
+            problems.append(f"eos must be one of {', '.join(EOS_RULES)}, got {self.eos!r}")
         if self.algorithm not in ALGORITHMS:
             problems.append(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {self.algorithm!r}")
         if self.schedule not in SCHEDULES:

@@ -1,19 +1,27 @@
-"""Instruction -> draft pairs as fixed-length training sequences.
+"""Instruction -> draft pairs as training sequences.
 
 <|user|> instruction <|assistant|> draft, then end-of-text padding (learned too: it is how the model
-says where the draft ends).
+says where the draft ends). Drafts are cleaned first: a greedy teacher sometimes loops, and a loop
+taught to a small parallel decoder comes back as repetition; a draft cut off by the teacher's token
+limit is trimmed to its last full sentence or line, so end-of-text is only taught where a draft may end.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from tokenizers import Tokenizer
 
 from models.training.tokenizer import SpecialIds, special_ids
+
+# A sentence or a line: text up to and including its closing punctuation (and a closing quote/bracket).
+_SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+[\"')\]]?|(?=\n)|$)")
+_SENTENCE_END = re.compile(r"[.!?][\"')\]]?(?=\s|$)")
+_MIN_REPEATED_WORDS = 4
 
 
 @dataclass(frozen=True)
@@ -30,12 +38,40 @@ class Encoded:
     answer_start: int
 
 
+def without_loops(draft: str) -> str:
+    """The draft up to the first sentence (of at least four words) that it has already said."""
+    seen: set[str] = set()
+    for match in _SENTENCE.finditer(draft):
+        sentence = " ".join(match.group().lower().split())
+        if len(sentence.split()) < _MIN_REPEATED_WORDS:
+            continue
+        if sentence in seen:
+            return draft[: match.start()].rstrip()
+        seen.add(sentence)
+    return draft
+
+
+def to_last_sentence(draft: str) -> str:
+    """A draft cut off mid-sentence, trimmed to its last complete sentence or line (unchanged if it has none)."""
+    ends = [match.end() for match in _SENTENCE_END.finditer(draft)]
+    cut = max([*ends, draft.rfind("\n")])
+    return draft[:cut] if cut > 0 else draft
+
+
+def clean_draft(draft: str, finished: bool) -> str:
+    looped = without_loops(draft)
+    if looped != draft:
+        return looped  # cut at a sentence boundary already
+    return draft.strip() if finished else to_last_sentence(draft).strip()
+
+
 def load_pairs(path: Path) -> list[Pair]:
     pairs = []
     for line in path.read_text(encoding="utf-8").splitlines():
         record = json.loads(line)
-        if record.get("draft"):
-            pairs.append(Pair(int(record["id"]), record["text"], record["draft"]))
+        draft = clean_draft(record.get("draft", ""), record.get("finish_reason") != "length")
+        if draft:
+            pairs.append(Pair(int(record["id"]), record["text"], draft))
     return pairs
 
 

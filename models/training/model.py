@@ -76,18 +76,59 @@ def parameter_count(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def masked_diffusion_loss(
-    model: DiffusionTransformer, tokens: torch.Tensor, answer: torch.Tensor, mask_id: int, generator: torch.Generator
-) -> torch.Tensor:
-    """LLaDA's fine-tuning loss: mask each answer position with probability t ~ U(0, 1) (the prompt never),
-    cross-entropy on the masked positions weighted by 1/t, averaged over the answer's length."""
-    batch = tokens.shape[0]
+@dataclass(frozen=True)
+class MaskDraw:
+    masked: torch.Tensor  # positions shown as the mask token
+    learned: torch.Tensor  # positions whose cross-entropy counts
+    t: torch.Tensor  # each row's masking probability, (batch, 1)
+    denominator: torch.Tensor  # each row's averaging length, (batch,)
+
+
+def draw_masks(
+    answer: torch.Tensor, generator: torch.Generator, *, block_share: float = 0.0, block_length: int = 32
+) -> MaskDraw:
+    """LLaDA's fine-tuning draw: each answer position masked with probability t ~ U(0, 1) (the prompt
+    never), learned where masked, averaged over the answer's length.
+
+    A `block_share` of the rows instead take the state that semi-autoregressive decoding meets: the
+    answer's blocks before a random block b clean, block b masked with probability t, every block after
+    it fully masked; only block b's masked positions are learned, averaged over the block."""
+    batch, length = answer.shape
     t = torch.rand(batch, 1, generator=generator).clamp_min(1e-3)
-    masked = (torch.rand(tokens.shape, generator=generator) < t) & answer
-    inputs = torch.where(masked, torch.full_like(tokens, mask_id), tokens)
+    noise = torch.rand(answer.shape, generator=generator) < t
+    masked = noise & answer
+    learned = masked
+    denominator = answer.sum(dim=1).float()
+    if block_share > 0:
+        positions = torch.arange(length)[None, :]
+        start = answer.float().argmax(dim=1, keepdim=True)  # the answer is one run to the end
+        n_blocks = ((length - start + block_length - 1) // block_length).clamp_min(1)
+        block = (torch.rand(batch, 1, generator=generator) * n_blocks).long()
+        lo = start + block * block_length
+        hi = (lo + block_length).clamp_max(length)
+        in_block = (positions >= lo) & (positions < hi) & answer
+        blockwise = torch.rand(batch, 1, generator=generator) < block_share
+        masked = torch.where(blockwise, (noise & in_block) | (positions >= hi), masked)
+        learned = torch.where(blockwise, noise & in_block, learned)
+        denominator = torch.where(blockwise[:, 0], (hi - lo)[:, 0].float(), denominator)
+    return MaskDraw(masked, learned, t, denominator.clamp_min(1))
+
+
+def masked_diffusion_loss(
+    model: DiffusionTransformer,
+    tokens: torch.Tensor,
+    answer: torch.Tensor,
+    mask_id: int,
+    generator: torch.Generator,
+    *,
+    block_share: float = 0.0,
+) -> torch.Tensor:
+    """Cross-entropy on the learned positions of a mask draw, weighted by 1/t (LLaDA's bound)."""
+    draw = draw_masks(answer, generator, block_share=block_share)
+    inputs = torch.where(draw.masked, torch.full_like(tokens, mask_id), tokens)
     logits = all_logits(model, inputs)
     losses = F.cross_entropy(logits.transpose(1, 2), tokens, reduction="none")
-    weighted = (losses * masked / t).sum(dim=1) / answer.sum(dim=1).clamp_min(1)
+    weighted = (losses * draw.learned / draw.t).sum(dim=1) / draw.denominator
     return weighted.mean()
 
 

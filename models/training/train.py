@@ -1,9 +1,9 @@
 """Train Sharpen's embedded diffusion model end to end, from one command:
 
-    .venv/bin/python -m models.training.train --data models/training/data/drafts.jsonl --minutes 40
+    .venv/bin/python -m models.training.train --data models/training/data/drafts.jsonl --minutes 65
 
-1. a 4096-token byte-level BPE on the instructions and drafts; 2. fixed-length sequences
-(<|user|> instruction <|assistant|> draft, end-of-text padding); 3. LLaDA's masked-diffusion fine-tuning
+1. a 4096-token byte-level BPE on the instructions and drafts; 2. sequences of <|user|> instruction
+<|assistant|> draft and end-of-text padding, each batch cut to a random length; 3. LLaDA's masked-diffusion fine-tuning
 loss on the answer only, AdamW with warm-up and cosine decay, a held-out loss every `eval_every` steps,
 within a wall-clock budget; 4. export to GGUF (Q8_0) in Sharpen's cacheable form.
 
@@ -45,9 +45,14 @@ CHECKPOINT_FOLDER = "sharpen-draft-hf"
 class TrainingPlan:
     data: Path
     out: Path
-    minutes: float = 40.0
+    minutes: float = 65.0
     max_steps: int | None = None
-    length: int = 256
+    length: int = 320
+    # Each batch is cut to a length drawn from [min_length, length]: drafts are asked for at many lengths,
+    # and a model that only ever saw full-length sequences learns that end-of-text lies near the end.
+    min_length: int = 96
+    # Share of rows trained in the state that block-wise (semi-autoregressive) decoding meets.
+    block_share: float = 0.25
     batch: int = 16
     peak_lr: float = 2e-3
     warmup: int = 60
@@ -117,13 +122,21 @@ def run(plan: TrainingPlan, log: object = print) -> TrainingReport:
         for group in optimizer.param_groups:
             group["lr"] = cosine_rate(step, planned_steps, plan.peak_lr, plan.warmup)
         batch = torch.randint(0, len(train_tokens), (plan.batch,), generator=generator)
-        loss = masked_diffusion_loss(model, train_tokens[batch], train_answer[batch], ids.mask, generator)
+        cut = canvas_cut(plan, generator)
+        loss = masked_diffusion_loss(
+            model,
+            train_tokens[batch, :cut],
+            train_answer[batch, :cut],
+            ids.mask,
+            generator,
+            block_share=plan.block_share,
+        )
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         step += 1
-        tokens_seen += plan.batch * plan.length
+        tokens_seen += plan.batch * cut
         train_loss = loss.item() if train_loss != train_loss else 0.9 * train_loss + 0.1 * loss.item()
         if step % plan.eval_every == 0 or step == 1:
             heldout = evaluate(model, held_tokens, held_answer, ids.mask, plan.seed)
@@ -162,6 +175,13 @@ def run(plan: TrainingPlan, log: object = print) -> TrainingReport:
     return TrainingReport(step, tokens_seen, train_loss, heldout, minutes, parameter_count(model), gguf)
 
 
+def canvas_cut(plan: TrainingPlan, generator: torch.Generator) -> int:
+    """This batch's sequence length: uniform in [min_length, length], a multiple of 8."""
+    low = min(plan.min_length, plan.length)
+    drawn = int(torch.randint(low, plan.length + 1, (1,), generator=generator))
+    return max(low, min(plan.length, drawn // 8 * 8))
+
+
 def load_state(path: Path, shape: ModelShape) -> dict[str, torch.Tensor]:
     saved = torch.load(path, map_location="cpu", weights_only=True)
     if saved.get("shape") != asdict(shape):
@@ -184,11 +204,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Train Sharpen's embedded diffusion model")
     parser.add_argument("--data", type=Path, default=Path("models/training/data/drafts.jsonl"))
     parser.add_argument("--out", type=Path, default=Path("models/training/out"))
-    parser.add_argument("--minutes", type=float, default=40.0)
+    parser.add_argument("--minutes", type=float, default=65.0)
     parser.add_argument("--steps", type=int, default=None, help="stop after this many steps (tests)")
     parser.add_argument("--init-from", type=Path, default=None, help="continue from a checkpoint.pt")
     parser.add_argument("--peak-lr", type=float, default=2e-3)
     parser.add_argument("--warmup", type=int, default=60)
+    parser.add_argument("--block-share", type=float, default=TrainingPlan.block_share)
     args = parser.parse_args()
     torch.set_num_threads(max(1, torch.get_num_threads()))
     plan = TrainingPlan(
@@ -199,6 +220,7 @@ def main() -> None:
         init_from=args.init_from,
         peak_lr=args.peak_lr,
         warmup=args.warmup,
+        block_share=args.block_share,
     )
     report = run(plan)
     print(report)

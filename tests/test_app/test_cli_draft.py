@@ -124,3 +124,18 @@ def test_unwritable_trace_path(draft_model: Path, tmp_path: Path, capsys: pytest
     out, err = capsys.readouterr()
     assert out.strip(), "the draft is printed even though its trace could not be saved"
     assert "cannot write the trace" in err
+
+
+def test_eos_rule_from_config_and_flag(draft_model: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["draft", "Hi", "--tokens", "32", "--steps", "4", "--engine", "diffusion", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["settings"]["eos"] == "in_order"
+    assert (
+        main(["draft", "Hi", "--tokens", "32", "--steps", "4", "--engine", "diffusion", "--eos", "free", "--json"]) == 0
+    )
+    assert json.loads(capsys.readouterr().out)["settings"]["eos"] == "free"
+    assert main(["config", "set", "diffusion.eos", "last"]) == 0
+    capsys.readouterr()
+    assert main(["draft", "Hi", "--tokens", "32", "--steps", "4", "--engine", "diffusion", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["settings"]["eos"] == "last"
+    assert main(["config", "set", "diffusion.eos", "sometimes"]) != 0
+    assert "in_order" in capsys.readouterr().err

@@ -130,9 +130,34 @@ def test_suppressed_eos_is_committed_last() -> None:
     targets = [1, EOS, 2, 3]
     conf = [0.5, 0.99, 0.6, 0.7]
     backend = ScriptedBackend(fixed_script(targets, conf, len(PROMPT)))
-    passes, done = run(backend, 4, DiffusionSettings(steps=4, block_length=4, suppress_eos=True))
+    passes, done = run(backend, 4, DiffusionSettings(steps=4, block_length=4, eos="last"))
     assert [p.committed[0] for p in passes] == [3, 2, 0, 1]
     assert done.text == "b" and done.stats.finish_reason == "eos"
+
+
+def test_in_order_eos_is_committed_only_where_the_text_has_reached() -> None:
+    # The model is surest of end-of-text at the canvas's end; committed there first, it would spread.
+    targets = [1, 2, EOS, EOS, EOS, EOS]
+    conf = [0.5, 0.6, 0.7, 0.95, 0.97, 0.99]
+    free_passes, _ = run(
+        ScriptedBackend(fixed_script(targets, conf, len(PROMPT))), 6, DiffusionSettings(steps=6, block_length=6)
+    )
+    assert free_passes[0].committed[0] == 5  # free: the canvas's last position first
+    passes, done = run(
+        ScriptedBackend(fixed_script(targets, conf, len(PROMPT))),
+        6,
+        DiffusionSettings(steps=6, block_length=6, eos="in_order"),
+    )
+    assert [p.committed[0] for p in passes] == [1, 0, 2]  # text first, then the end where the text reached
+    assert done.text == "bc" and done.stats.finish_reason == "eos" and done.stats.passes == 3
+    # Under a threshold, confident end-of-text beyond the first mask waits too.
+    passes, done = run(
+        ScriptedBackend(fixed_script(targets, conf, len(PROMPT))),
+        6,
+        DiffusionSettings(threshold=0.9, block_length=6, eos="in_order"),
+    )
+    assert [list(p.committed) for p in passes] == [[1], [0], [2]]
+    assert done.text == "bc"
 
 
 def test_infill_keeps_prefix_and_suffix_and_sees_both() -> None:

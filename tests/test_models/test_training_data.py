@@ -7,6 +7,7 @@ from pathlib import Path
 
 from app.training_data import answered_ids, make_pairs
 from engines.llama_ar import LlamaAREngine
+from models.training.data import clean_draft, load_pairs, to_last_sentence, without_loops
 from models.training.prompts import instructions
 
 
@@ -21,12 +22,55 @@ def test_instructions_vary_and_repeat_per_seed() -> None:
 
 def test_generation_writes_pairs_and_resumes(ar_engine: LlamaAREngine, tmp_path: Path) -> None:
     out = tmp_path / "drafts.jsonl"
-    assert make_pairs(ar_engine, out, 2, max_tokens=8) == 2
+    assert make_pairs(ar_engine, out, 2, max_tokens=8) == 2  # greedy, decoded together
     records = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [r["id"] for r in records] == [0, 1]
+    assert sorted(r["id"] for r in records) == [0, 1]
     assert all(r["draft"] and r["text"].startswith("Write ") and r["model"] == "smollm2-135m-instruct" for r in records)
+    assert all(r["temperature"] == 0 and r["finish_reason"] == "length" and r["draft_tokens"] == 8 for r in records)
     with out.open("a") as handle:
         handle.write('{"id": 2, "draft": "cut of')  # a run killed mid-line
     assert answered_ids(out) == {0, 1}
     assert make_pairs(ar_engine, out, 3, max_tokens=8) == 1
-    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == [0, 1, 2]
+    assert sorted(json.loads(line)["id"] for line in out.read_text().splitlines()) == [0, 1, 2]
+
+
+def test_sampled_generation_records_its_temperature(ar_engine: LlamaAREngine, tmp_path: Path) -> None:
+    out = tmp_path / "drafts.jsonl"
+    assert make_pairs(ar_engine, out, 1, max_tokens=6, temperature=0.8) == 1
+    record = json.loads(out.read_text())
+    assert record["temperature"] == 0.8 and record["draft"] and 1 <= record["draft_tokens"] <= 6
+
+
+LOOPING = (
+    "Dear team,\n\nThe picnic was a great way to celebrate the end of the year. We had a lot of fun. "
+    "The picnic was a great way to celebrate the end of the year. The picnic was"
+)
+
+
+def test_a_greedy_loop_is_cut_before_its_first_repeat() -> None:
+    assert without_loops(LOOPING) == (
+        "Dear team,\n\nThe picnic was a great way to celebrate the end of the year. We had a lot of fun."
+    )
+    # Short repeated lines (greetings, sign-offs) are not loops.
+    assert without_loops("Thanks!\nBest,\nSam\nThanks!\nBest,\nSam") == "Thanks!\nBest,\nSam\nThanks!\nBest,\nSam"
+
+
+def test_a_draft_cut_by_the_token_limit_ends_at_its_last_sentence_or_line() -> None:
+    assert to_last_sentence("We met on Monday. The results were good, and we") == "We met on Monday."
+    assert to_last_sentence('He said "yes." Then we') == 'He said "yes."'
+    assert to_last_sentence("Best regards,\n[Your Name]\n[Your Addr") == "Best regards,\n[Your Name]"
+    assert to_last_sentence("no end at all") == "no end at all"
+    assert clean_draft("Finished without a full stop", finished=True) == "Finished without a full stop"
+    assert clean_draft("One. Two and", finished=False) == "One."
+    assert clean_draft(LOOPING, finished=False).endswith("We had a lot of fun.")
+
+
+def test_pairs_are_loaded_cleaned_and_empty_drafts_dropped(tmp_path: Path) -> None:
+    path = tmp_path / "drafts.jsonl"
+    records = [
+        {"id": 1, "text": "Write a note.", "draft": "One. Two and", "finish_reason": "length"},
+        {"id": 2, "text": "Write a note.", "draft": "Done", "finish_reason": "eos"},
+        {"id": 3, "text": "Write a note.", "draft": "", "finish_reason": "eos"},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert [(p.id, p.draft) for p in load_pairs(path)] == [(1, "One."), (2, "Done")]

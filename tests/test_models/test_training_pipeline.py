@@ -18,7 +18,7 @@ from engines.events import Done  # noqa: E402
 from models.training.export import export_gguf  # noqa: E402
 from models.training.model import ModelShape, all_logits, build_model, from_interleaved_layout  # noqa: E402
 from models.training.tokenizer import special_ids, train_tokenizer  # noqa: E402
-from models.training.train import TrainingPlan, run  # noqa: E402
+from models.training.train import TrainingPlan, canvas_cut, run  # noqa: E402
 
 DRAFTS = [
     ("Write a short note to a friend about the picnic.", "Hi Sam, the picnic is on Saturday at noon. Bring a hat!"),
@@ -69,6 +69,15 @@ def test_pipeline_runs_end_to_end_and_the_export_drafts(tmp_path: Path) -> None:
     assert continued.steps == 3
 
 
+def test_batches_are_cut_to_varied_lengths() -> None:
+    """Drafts are asked for at many lengths, so training sees canvases of many lengths."""
+    plan = TrainingPlan(data=Path("drafts.jsonl"), out=Path("out"), length=320, min_length=96)
+    generator = torch.Generator().manual_seed(0)
+    cuts = [canvas_cut(plan, generator) for _ in range(300)]
+    assert min(cuts) == 96 and max(cuts) == 320 and all(cut % 8 == 0 for cut in cuts)
+    assert len(set(cuts)) == (320 - 96) // 8 + 1
+
+
 def test_llama_cpp_computes_what_torch_computes(tmp_path: Path) -> None:
     """The export is faithful: the same logits from the torch model and from llama.cpp on its F32 GGUF."""
     tokenizer = train_tokenizer([draft for _, draft in DRAFTS], vocab_size=300)
@@ -109,3 +118,26 @@ def test_the_first_models_checkpoints_convert_to_the_shared_module() -> None:
     # Same dot products between any two positions' rotated vectors: attention is unchanged.
     old = rotated_old.flatten(-2)
     assert torch.allclose(old @ old.transpose(-1, -2), rotated_new @ rotated_new.transpose(-1, -2), atol=1e-4)
+
+
+def test_block_rows_show_the_state_block_decoding_meets() -> None:
+    from models.training.model import draw_masks
+
+    answer = torch.arange(100)[None, :].repeat(64, 1) >= torch.randint(5, 30, (64, 1))
+    draw = draw_masks(answer, torch.Generator().manual_seed(0), block_share=1.0, block_length=32)
+    for row in range(64):
+        starts = int(answer[row].float().argmax())
+        learned = torch.nonzero(draw.learned[row]).flatten()
+        assert not draw.masked[row, :starts].any()  # the prompt is never masked
+        if len(learned) == 0:
+            continue
+        lo = starts + (int(learned[0]) - starts) // 32 * 32  # the block being decoded
+        hi = min(100, lo + 32)
+        assert not draw.masked[row, starts:lo].any()  # finished blocks are clean
+        assert draw.masked[row, hi:].all()  # later blocks are fully masked
+        assert ((learned >= lo) & (learned < hi)).all() and draw.denominator[row] == hi - lo
+    uniform = draw_masks(answer, torch.Generator().manual_seed(0))
+    assert torch.equal(uniform.learned, uniform.masked) and torch.equal(uniform.denominator, answer.sum(1).float())
+    # Masking rates follow t across the rows.
+    rates = (uniform.masked.sum(1) / answer.sum(1)).float()
+    assert torch.corrcoef(torch.stack([rates, uniform.t[:, 0]]))[0, 1] > 0.9
