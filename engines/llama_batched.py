@@ -16,6 +16,7 @@ import numpy as np
 from llama_cpp import _internals
 
 from engines.errors import EngineError, InvalidRequestError
+from engines.events import FinishReason
 from engines.llama_load import available_cores
 
 
@@ -23,7 +24,7 @@ from engines.llama_load import available_cores
 class BatchedReply:
     index: int  # the prompt's position in the list given
     tokens: list[int]  # without the end-of-generation token
-    finish_reason: str  # "eos" or "length"
+    finish_reason: FinishReason  # "eos" or "length"
 
 
 @dataclass

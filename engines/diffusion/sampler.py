@@ -17,6 +17,9 @@ from engines.diffusion.scoring import propose
 from engines.diffusion.settings import DiffusionSettings
 from engines.events import MASKED_PIECE, Done, DraftStats, FinishReason, Pass
 
+# Added to the score of end-of-text proposals under eos="last": they still rank among themselves.
+EOS_PENALTY = -1e6
+
 
 class _Canvas:
     """The canvas tokens plus the bookkeeping every pass reports."""
@@ -97,6 +100,7 @@ class DiffusionSampler:
         cancel = cancel or NEVER_CANCELLED
         canvas = _Canvas(self.backend, prompt, length, suffix)
         rng = np.random.default_rng(settings.seed)
+        eos_ids = np.array(sorted(self.backend.eos_token_ids), dtype=np.int64)
         self.backend.reset()
         start = time.perf_counter()
         backend_s = 0.0
@@ -125,15 +129,9 @@ class DiffusionSampler:
                     top_k=settings.top_k,
                     top_p=settings.top_p,
                     rng=rng,
-                    eos_ids=self.backend.eos_token_ids,
-                    suppress_eos=settings.eos == "last",
                 )
-                blocked = (
-                    np.isin(proposals.tokens, list(self.backend.eos_token_ids)) & (masked != canvas.first_mask())
-                    if settings.eos == "in_order"
-                    else np.zeros(len(masked), dtype=bool)
-                )
-                chosen = self._choose(settings, proposals.scores, proposals.probabilities, blocked, step, budget, rng)
+                scores, blocked = self._eos_rule(settings, proposals.tokens, proposals.scores, masked, canvas, eos_ids)
+                chosen = self._choose(settings, scores, proposals.probabilities, blocked, step, budget, rng)
                 positions = masked[chosen]
                 canvas.tokens[positions] = proposals.tokens[chosen]
                 canvas.confidence[positions] = proposals.probabilities[chosen]
@@ -180,6 +178,23 @@ class DiffusionSampler:
         for block, budget in enumerate(budgets):
             lo = block * settings.block_length
             yield lo, min(length, lo + settings.block_length), budget
+
+    @staticmethod
+    def _eos_rule(
+        settings: DiffusionSettings,
+        tokens: np.ndarray,
+        scores: np.ndarray,
+        masked: np.ndarray,
+        canvas: _Canvas,
+        eos_ids: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The proposals' ranking scores and which of them may not be committed, per `settings.eos`."""
+        is_eos = np.isin(tokens, eos_ids)
+        if settings.eos == "last":
+            return scores + np.where(is_eos, EOS_PENALTY, 0.0), np.zeros(len(tokens), dtype=bool)
+        if settings.eos == "in_order":
+            return scores, is_eos & (masked != canvas.first_mask())
+        return scores, np.zeros(len(tokens), dtype=bool)
 
     @staticmethod
     def _choose(

@@ -8,9 +8,6 @@ import numpy as np
 
 from engines.diffusion.settings import Algorithm
 
-# Added to the score of end-of-text proposals when they are suppressed: they still rank among themselves.
-EOS_PENALTY = -1e6
-
 
 @dataclass(frozen=True)
 class Proposals:
@@ -88,8 +85,6 @@ def propose(
     top_k: int,
     top_p: float,
     rng: np.random.Generator,
-    eos_ids: frozenset[int] = frozenset(),
-    suppress_eos: bool = False,
 ) -> Proposals:
     """Propose a token for every row of `logits` (m, vocab).
 
@@ -122,6 +117,4 @@ def propose(
         scores = plogp.sum(axis=1).astype(np.float64)  # negative entropy: peaked rows score higher
     else:  # random, origin: the order is random
         scores = rng.random(len(rows))
-    if suppress_eos and eos_ids:
-        scores = scores + np.where(np.isin(tokens, list(eos_ids)), EOS_PENALTY, 0.0)
     return Proposals(tokens=tokens.astype(np.int64), probabilities=chosen.astype(np.float64), scores=scores)

@@ -125,17 +125,20 @@ def test_block_rows_show_the_state_block_decoding_meets() -> None:
 
     answer = torch.arange(100)[None, :].repeat(64, 1) >= torch.randint(5, 30, (64, 1))
     draw = draw_masks(answer, torch.Generator().manual_seed(0), block_share=1.0, block_length=32)
+    checked = 0
     for row in range(64):
         starts = int(answer[row].float().argmax())
         learned = torch.nonzero(draw.learned[row]).flatten()
         assert not draw.masked[row, :starts].any()  # the prompt is never masked
         if len(learned) == 0:
             continue
+        checked += 1
         lo = starts + (int(learned[0]) - starts) // 32 * 32  # the block being decoded
         hi = min(100, lo + 32)
         assert not draw.masked[row, starts:lo].any()  # finished blocks are clean
         assert draw.masked[row, hi:].all()  # later blocks are fully masked
         assert ((learned >= lo) & (learned < hi)).all() and draw.denominator[row] == hi - lo
+    assert checked >= 48  # almost every row learns something, so the checks above ran
     uniform = draw_masks(answer, torch.Generator().manual_seed(0))
     assert torch.equal(uniform.learned, uniform.masked) and torch.equal(uniform.denominator, answer.sum(1).float())
     # Masking rates follow t across the rows.
