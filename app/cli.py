@@ -111,6 +111,7 @@ def _draft_settings(service: SharpenService, args: argparse.Namespace) -> Diffus
         threshold=args.threshold,
         algorithm=args.algorithm,
         eos=args.eos,
+        spacing=args.spacing,
         temperature=args.temperature,
         top_k=args.top_k,
         top_p=args.top_p,
@@ -480,6 +481,9 @@ def _add_draft_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threshold", type=float, metavar="T", help="commit every position this confident; 0 is off")
     parser.add_argument("--algorithm", choices=ALGORITHMS, help="which masked positions to commit first")
     parser.add_argument("--eos", choices=EOS_RULES, help="where end-of-text may settle (config: diffusion.eos)")
+    parser.add_argument(
+        "--spacing", type=int, metavar="D", help="no two positions this close settle in one pass (diffusion.spacing)"
+    )
     parser.add_argument("--temperature", type=float, help="0 is greedy")
     parser.add_argument("--top-k", type=int, help="sample among the k most likely tokens; 0 is off")
     parser.add_argument("--top-p", type=float, help="sample within this probability mass; 1 is off")

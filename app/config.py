@@ -103,6 +103,11 @@ class DiffusionSection:
         "where end-of-text may settle: in_order (only where the text has reached), free, or last",
         one_of("in_order", "free", "last"),
     )
+    spacing: int = setting(
+        3,
+        "with fixed steps, commit no two positions this close in one pass while others are masked; 0 is off",
+        between(0, 64),
+    )
     temperature: float = setting(0.0, "sampling temperature; 0 is greedy", between(0.0, 2.0))
     top_k: int = setting(0, "sample among the k most likely tokens; 0 is off", at_least(0))
     top_p: float = setting(1.0, "sample within this probability mass; 1 is off", between(0.01, 1.0))

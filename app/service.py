@@ -156,6 +156,7 @@ class SharpenService:
             "threshold": section.threshold or None,
             "algorithm": section.algorithm,
             "eos": section.eos,
+            "spacing": section.spacing,
             "temperature": section.temperature,
             "top_k": section.top_k,
             "top_p": section.top_p,

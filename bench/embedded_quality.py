@@ -1,12 +1,15 @@
 """Quality of the embedded diffusion model's drafts, scored by the embedded AR model's perplexity.
 
-20 held-out instructions (ids the training split held out); 128-token drafts at K = N, N/2, N/4, N/8 and
-at threshold 0.9 (blocks of 32, greedy), beside SmolLM2-135M's own drafts (the model the data came
-from: the ceiling) and a shuffled-word baseline (the words of SmolLM2's drafts in random order: the
-floor). Perplexity is SmolLM2's on the draft given the instruction (lower is better); since it rewards
-loops, the share of repeated word 3-grams and the draft's length in words are printed beside it.
+20 held-out instructions (ids the training split held out); 128-token drafts at K = N, N/2, N/4, N/8
+(with Sharpen's default spacing, and without: LLaDA's reference) and at threshold 0.9 (blocks of 32,
+greedy), beside SmolLM2-135M's own drafts (the model the data came from: the ceiling) and a shuffled-word
+baseline (the words of SmolLM2's drafts in random order: the floor). Perplexity is SmolLM2's on the draft
+given the instruction (lower is better); since it rewards loops, the share of repeated word 3-grams and
+the draft's length in words are printed beside it. Last, how often SmolLM2 is 90% sure of its own next
+token: a student that learned from it can hardly be surer, and threshold decoding needs a pass for every
+token that no pass is 90% sure of.
 
-    .venv/bin/python bench/embedded_quality.py [--model GGUF] [--eos in_order|free|last] [--prompts 20]
+    .venv/bin/python bench/embedded_quality.py [--model GGUF] [--eos in_order|free|last] [--spacing 3] [--prompts 20]
 """
 
 from __future__ import annotations
@@ -36,17 +39,30 @@ N = 128
 DATA = Path(__file__).resolve().parents[1] / "models" / "training" / "data" / "drafts.jsonl"
 
 
-def perplexity(scorer: llama_cpp.Llama, ar: LlamaAREngine, instruction: str, draft: str) -> float:
-    """SmolLM2's perplexity of `draft` as the reply to `instruction` (its chat template)."""
+def next_token_log_probs(
+    scorer: llama_cpp.Llama, ar: LlamaAREngine, instruction: str, draft: str
+) -> tuple[np.ndarray, list[int]]:
+    """SmolLM2's log-probabilities over its vocabulary at each token of `draft` as the reply to
+    `instruction` (its chat template), given everything before it; and the draft's tokens."""
     prompt = ar.chat_prompt(instruction, 1)
     answer = scorer.tokenize(draft.encode(), add_bos=False)[:N] or [scorer.token_eos()]
     scorer.reset()
     scorer.eval(prompt + answer)
     logits = np.array(scorer.scores[len(prompt) - 1 : len(prompt) - 1 + len(answer)], dtype=np.float64)
     shifted = logits - logits.max(axis=1, keepdims=True)
-    log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
-    nll = -float(np.mean(log_probs[np.arange(len(answer)), answer]))
-    return math.exp(nll)
+    return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True)), answer
+
+
+def perplexity(scorer: llama_cpp.Llama, ar: LlamaAREngine, instruction: str, draft: str) -> float:
+    """SmolLM2's perplexity of `draft` as the reply to `instruction`."""
+    log_probs, answer = next_token_log_probs(scorer, ar, instruction, draft)
+    return math.exp(-float(np.mean(log_probs[np.arange(len(answer)), answer])))
+
+
+def sure_share(scorer: llama_cpp.Llama, ar: LlamaAREngine, instruction: str, draft: str, at: float = 0.9) -> float:
+    """Share of the draft's tokens whose most likely next token SmolLM2 gives at least `at`."""
+    log_probs, _ = next_token_log_probs(scorer, ar, instruction, draft)
+    return float(np.mean(log_probs.max(axis=1) >= math.log(at)))
 
 
 def repeated_trigrams(text: str) -> float:
@@ -71,6 +87,9 @@ def main() -> None:
         default="in_order",
         help="where end-of-text may settle (Sharpen's default, diffusion.eos, is in_order)",
     )
+    parser.add_argument(
+        "--spacing", type=int, default=3, help="spacing of the K rows (Sharpen's default, diffusion.spacing, is 3)"
+    )
     args = parser.parse_args()
     eos = args.eos
     pairs: list[Pair] = [p for p in load_pairs(DATA) if is_held_out(p)][: args.prompts]
@@ -80,14 +99,12 @@ def main() -> None:
     diffusion = DiffusionEngine(LlamaDiffusionBackend(args.model, LlamaDiffusionSettings(n_ctx=512)), "embedded")
     print(f"machine: {describe_machine()}")
     print(f"{len(pairs)} held-out instructions, {N}-token drafts, greedy, blocks of 32; perplexity by SmolLM2-135M")
-    print(f"end-of-text settles: {eos}")
-    variants = {
-        "K=N": DiffusionSettings(steps=N, block_length=32, eos=eos),
-        "K=N/2": DiffusionSettings(steps=N // 2, block_length=32, eos=eos),
-        "K=N/4": DiffusionSettings(steps=N // 4, block_length=32, eos=eos),
-        "K=N/8": DiffusionSettings(steps=N // 8, block_length=32, eos=eos),
-        "threshold 0.9": DiffusionSettings(threshold=0.9, block_length=32, eos=eos),
-    }
+    print(f"end-of-text settles: {eos}; K rows with spacing {args.spacing}, (ref) rows without")
+    variants = {"K=N": DiffusionSettings(steps=N, block_length=32, eos=eos)}
+    for divisor in (2, 4, 8):
+        for name, spacing in ((f"K=N/{divisor}", args.spacing), (f"K=N/{divisor} (ref)", 0)):
+            variants[name] = DiffusionSettings(steps=N // divisor, block_length=32, eos=eos, spacing=spacing)
+    variants["threshold 0.9"] = DiffusionSettings(threshold=0.9, block_length=32, eos=eos)
     names = [*variants, "SmolLM2 (AR)", "shuffled words"]
     scores: dict[str, list[float]] = {name: [] for name in names}
     repeats: dict[str, list[float]] = {name: [] for name in names}
@@ -95,6 +112,7 @@ def main() -> None:
     passes: dict[str, list[int]] = {name: [] for name in variants}
     per_pass: dict[str, list[float]] = {name: [] for name in variants}  # draft tokens per pass
     samples: dict[str, str] = {}
+    teacher_sure: list[float] = []
     rng = random.Random(0)
     for pair in pairs:
         for name, settings in variants.items():
@@ -107,6 +125,7 @@ def main() -> None:
             words_out[name].append(len(done.text.split()))
             samples.setdefault(name, f"{pair.instruction}\n  -> {done.text.strip()[:300]}")
         ar_text = [e for e in ar.chat(pair.instruction, max_tokens=N) if isinstance(e, Done)][-1].text
+        teacher_sure.append(sure_share(scorer, ar, pair.instruction, ar_text))
         words = ar_text.split()
         rng.shuffle(words)
         for name, text in (("SmolLM2 (AR)", ar_text), ("shuffled words", " ".join(words))):
@@ -125,6 +144,10 @@ def main() -> None:
             f"{name:16} | {median:17.1f} | {math.log(median):5.2f} | {statistics.mean(repeats[name]):16.0%} | "
             f"{statistics.median(words_out[name]):5.0f} | {taken:>23} | {rate}"
         )
+    print(
+        f"\nSmolLM2 is at least 90% sure of {statistics.mean(teacher_sure):.0%} of its own draft tokens, given every "
+        "token before each (mean over the drafts)"
+    )
     print("\nsamples (the first held-out instruction):")
     for name, text in samples.items():
         print(f"[{name}] {text}")

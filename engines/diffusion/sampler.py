@@ -131,7 +131,7 @@ class DiffusionSampler:
                     rng=rng,
                 )
                 scores, blocked = self._eos_rule(settings, proposals.tokens, proposals.scores, masked, canvas, eos_ids)
-                chosen = self._choose(settings, scores, proposals.probabilities, blocked, step, budget, rng)
+                chosen = self._choose(settings, scores, proposals.probabilities, blocked, masked, step, budget, rng)
                 positions = masked[chosen]
                 canvas.tokens[positions] = proposals.tokens[chosen]
                 canvas.confidence[positions] = proposals.probabilities[chosen]
@@ -202,6 +202,7 @@ class DiffusionSampler:
         scores: np.ndarray,
         probabilities: np.ndarray,
         blocked: np.ndarray,
+        positions: np.ndarray,
         step: int,
         budget: int,
         rng: np.random.Generator,
@@ -209,7 +210,7 @@ class DiffusionSampler:
         """Indices (into the masked positions of the window) to commit in this pass; `blocked` ones
         never (the first masked position is never blocked, so every pass commits something)."""
         scores = np.where(blocked, -np.inf, scores)  # blocked positions rank last
-        chosen = DiffusionSampler._choose_unblocked(settings, scores, probabilities, step, budget, rng)
+        chosen = DiffusionSampler._choose_unblocked(settings, scores, probabilities, positions, step, budget, rng)
         allowed = chosen[~blocked[chosen]]
         return allowed if len(allowed) else np.argsort(-scores, kind="stable")[:1]
 
@@ -218,6 +219,7 @@ class DiffusionSampler:
         settings: DiffusionSettings,
         scores: np.ndarray,
         probabilities: np.ndarray,
+        positions: np.ndarray,
         step: int,
         budget: int,
         rng: np.random.Generator,
@@ -231,10 +233,26 @@ class DiffusionSampler:
             if settings.algorithm == "origin":
                 chance = timestep_probability(step, budget, settings.eps)
                 return np.flatnonzero(rng.random(n_masked) < chance)
-            return ranked[: timestep_commits(n_masked, step, budget, settings.eps)]
+            return spaced(ranked, positions, timestep_commits(n_masked, step, budget, settings.eps), settings.spacing)
         # Block schedule: the window's masks spread evenly over the passes left in its budget.
         passes_left = max(1, budget - step)
         count = even_split(n_masked, passes_left)[0]
         if settings.algorithm == "origin":
             return np.sort(rng.choice(n_masked, size=count, replace=False))
+        return spaced(ranked, positions, count, settings.spacing)
+
+
+def spaced(ranked: np.ndarray, positions: np.ndarray, count: int, spacing: int) -> np.ndarray:
+    """The first `count` of `ranked` (indices into `positions`, best first), passing over any within
+    `spacing` positions of one already taken; those fill the count only when nothing else is left."""
+    if spacing < 1 or count >= len(ranked):
         return ranked[:count]
+    taken: list[int] = []
+    skipped: list[int] = []
+    for index in ranked:
+        if len(taken) == count:
+            break
+        near = any(abs(int(positions[index]) - int(positions[other])) <= spacing for other in taken)
+        (skipped if near else taken).append(int(index))
+    taken.extend(skipped[: count - len(taken)])
+    return np.array(taken, dtype=np.int64)

@@ -132,6 +132,25 @@ def masked_diffusion_loss(
     return weighted.mean()
 
 
+def deepened(state: dict[str, torch.Tensor], layers: int, new_layers: int) -> dict[str, torch.Tensor]:
+    """A trained model's weights grown to `new_layers` by repeating each layer in place ([0, 0, 1, 1, ...]),
+    the repeats' output projections zeroed, so the grown model computes exactly what the trained one did
+    and training goes on from there with the extra capacity."""
+    if new_layers < layers:
+        raise ValueError(f"cannot deepen {layers} layers to {new_layers}")
+    grown = {name: tensor for name, tensor in state.items() if not name.startswith("blocks.")}
+    for new in range(new_layers):
+        old = new * layers // new_layers
+        repeat = new > 0 and (new - 1) * layers // new_layers == old
+        for name, tensor in state.items():
+            prefix = f"blocks.{old}."
+            if name.startswith(prefix):
+                suffix = name[len(prefix) :]
+                zeroed = repeat and suffix in ("attention.o.weight", "down.weight")
+                grown[f"blocks.{new}.{suffix}"] = torch.zeros_like(tensor) if zeroed else tensor.clone()
+    return grown
+
+
 def from_interleaved_layout(state: dict[str, torch.Tensor], heads: int) -> dict[str, torch.Tensor]:
     """A checkpoint of the first embedded model (its own module, rotary pairs interleaved as ggml's) in
     this module's names and Hugging Face rotary layout, so training can continue from it."""

@@ -1,8 +1,9 @@
-"""A dependency-free SVG line plot of a training log (loss against tokens seen)."""
+"""A dependency-free SVG line plot of a training log (loss against tokens seen, log scale)."""
 
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 
 WIDTH, HEIGHT, MARGIN = 640, 360, 56
@@ -16,9 +17,12 @@ def plot_log(log: Path, out: Path, title: str) -> Path:
     values = [v for vs in series.values() for v in vs if v == v]
     x_max, y_min, y_max = max(xs) or 1.0, min(values), max(values)
 
+    low, high = math.log(y_min), math.log(y_max)
+
     def point(x: float, y: float) -> str:
+        # Log scale: the early fall would otherwise flatten the late, small gains into the axis.
         px = MARGIN + (x / x_max) * (WIDTH - 2 * MARGIN)
-        py = HEIGHT - MARGIN - (y - y_min) / ((y_max - y_min) or 1) * (HEIGHT - 2 * MARGIN)
+        py = HEIGHT - MARGIN - (math.log(y) - low) / ((high - low) or 1) * (HEIGHT - 2 * MARGIN)
         return f"{px:.1f},{py:.1f}"
 
     parts = [
@@ -30,10 +34,23 @@ def plot_log(log: Path, out: Path, title: str) -> Path:
         f'<line x1="{MARGIN}" y1="{MARGIN}" x2="{MARGIN}" y2="{HEIGHT - MARGIN}" stroke="black"/>',
         f'<text x="{WIDTH / 2}" y="{HEIGHT - 16}" text-anchor="middle">tokens seen (max {x_max / 1e6:.2f}M)</text>',
         f'<text x="14" y="{HEIGHT / 2}" transform="rotate(-90 14 {HEIGHT / 2})" '
-        'text-anchor="middle">masked loss</text>',
-        f'<text x="{MARGIN - 6}" y="{MARGIN + 4}" text-anchor="end">{y_max:.2f}</text>',
-        f'<text x="{MARGIN - 6}" y="{HEIGHT - MARGIN}" text-anchor="end">{y_min:.2f}</text>',
+        'text-anchor="middle">masked loss (log scale)</text>',
     ]
+    ticks = [y_min, *(t for t in (1.5, 2.0, 3.0, 5.0) if y_min * 1.1 < t < y_max / 1.1), y_max]
+    for tick in ticks:
+        y = point(0, tick).split(",")[1]
+        parts.append(f'<text x="{MARGIN - 6}" y="{float(y) + 4}" text-anchor="end">{tick:.2f}</text>')
+        parts.append(f'<line x1="{MARGIN - 3}" y1="{y}" x2="{MARGIN}" y2="{y}" stroke="black"/>')
+    stages = [r.get("stage") or "1" for r in rows]
+    for index in range(1, len(rows)):
+        if stages[index] != stages[index - 1]:  # a continued run begins: mark it
+            x = point(xs[index], y_max).split(",")[0]
+            parts.append(
+                f'<line x1="{x}" y1="{MARGIN}" x2="{x}" y2="{HEIGHT - MARGIN}" stroke="grey" stroke-dasharray="4 4"/>'
+            )
+            parts.append(
+                f'<text x="{float(x) + 4}" y="{MARGIN + 48}" fill="grey">stage {float(stages[index]):.0f}</text>'
+            )
     for index, (name, ys) in enumerate(series.items()):
         points = " ".join(point(x, y) for x, y in zip(xs, ys, strict=True) if y == y)
         colour = COLOURS[name]

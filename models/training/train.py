@@ -29,6 +29,7 @@ from models.training.model import (
     build_model,
     cosine_rate,
     count_to_str,
+    deepened,
     from_interleaved_layout,
     masked_diffusion_loss,
     parameter_count,
@@ -163,16 +164,41 @@ def run(plan: TrainingPlan, log: object = print) -> TrainingReport:
             "minutes": minutes,
         }
     )
-    with (plan.out / "training_log.csv").open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    earlier = read_log(plan.init_from.parent / "training_log.csv") if plan.init_from is not None else []
+    write_log(plan.out / "training_log.csv", continued_log(earlier, rows))
     plot_log(plan.out / "training_log.csv", plan.out / "training_curve.svg", "Sharpen's embedded diffusion model")
     torch.save({"shape": asdict(shape), "layout": "hf", "state": model.state_dict()}, plan.out / "checkpoint.pt")
     state = {name: tensor.detach().float().numpy() for name, tensor in model.state_dict().items()}
     gguf = export_gguf(state, shape, tokenizer, plan.out / GGUF_NAME, q8=plan.q8, name="sharpen-draft")
     export_checkpoint(state, model.spec, tokenizer, plan.out / CHECKPOINT_FOLDER)
     return TrainingReport(step, tokens_seen, train_loss, heldout, minutes, parameter_count(model), gguf)
+
+
+def read_log(path: Path) -> list[dict[str, float]]:
+    if not path.is_file():
+        return []
+    with path.open() as handle:
+        return [{key: float(value) for key, value in row.items()} for row in csv.DictReader(handle)]
+
+
+def write_log(path: Path, rows: list[dict[str, float]]) -> None:
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(
+            {key: int(value) if float(value).is_integer() else value for key, value in row.items()} for row in rows
+        )
+
+
+def continued_log(earlier: list[dict[str, float]], rows: list[dict[str, float]]) -> list[dict[str, float]]:
+    """This run's log after the log of the run it continued: steps, tokens and minutes count on, and
+    each row says which stage of training it belongs to, so the curve covers the model's whole history."""
+    last = earlier[-1] if earlier else {}
+    stage = last.get("stage", 1.0) + 1 if earlier else 1.0
+    offsets = {key: last.get(key, 0.0) for key in ("step", "tokens_seen", "minutes")}
+    history = [{**row, "stage": row.get("stage", 1.0)} for row in earlier]
+    now = [{**row, **{key: row[key] + offset for key, offset in offsets.items()}, "stage": stage} for row in rows]
+    return history + now
 
 
 def canvas_cut(plan: TrainingPlan, generator: torch.Generator) -> int:
@@ -183,11 +209,15 @@ def canvas_cut(plan: TrainingPlan, generator: torch.Generator) -> int:
 
 
 def load_state(path: Path, shape: ModelShape) -> dict[str, torch.Tensor]:
+    """A checkpoint's weights for a model of `shape`: the same shape, or the same with more layers (grown)."""
     saved = torch.load(path, map_location="cpu", weights_only=True)
-    if saved.get("shape") != asdict(shape):
-        raise ValueError(f"{path} holds a model of shape {saved.get('shape')}, not {asdict(shape)}")
+    saved_shape = saved.get("shape") or {}
+    shallower = {**saved_shape, "layers": shape.layers} == asdict(shape) and saved_shape["layers"] < shape.layers
+    if saved_shape != asdict(shape) and not shallower:
+        raise ValueError(f"{path} holds a model of shape {saved_shape}, not {asdict(shape)}")
     state = saved["state"]
-    return state if saved.get("layout") == "hf" else from_interleaved_layout(state, shape.heads)
+    state = state if saved.get("layout") == "hf" else from_interleaved_layout(state, shape.heads)
+    return deepened(state, saved_shape["layers"], shape.layers) if shallower else state
 
 
 @torch.no_grad()
@@ -210,6 +240,7 @@ def main() -> None:
     parser.add_argument("--peak-lr", type=float, default=2e-3)
     parser.add_argument("--warmup", type=int, default=60)
     parser.add_argument("--block-share", type=float, default=TrainingPlan.block_share)
+    parser.add_argument("--layers", type=int, default=ModelShape.layers, help="more than --init-from's: grow it")
     args = parser.parse_args()
     torch.set_num_threads(max(1, torch.get_num_threads()))
     plan = TrainingPlan(
@@ -221,6 +252,7 @@ def main() -> None:
         peak_lr=args.peak_lr,
         warmup=args.warmup,
         block_share=args.block_share,
+        shape=ModelShape(layers=args.layers),
     )
     report = run(plan)
     print(report)

@@ -139,3 +139,19 @@ def test_eos_rule_from_config_and_flag(draft_model: Path, capsys: pytest.Capture
     assert json.loads(capsys.readouterr().out)["settings"]["eos"] == "last"
     assert main(["config", "set", "diffusion.eos", "sometimes"]) != 0
     assert "in_order" in capsys.readouterr().err
+
+
+def test_spacing_from_config_and_flag(draft_model: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    draft = ["draft", "Hi", "--tokens", "32", "--steps", "8", "--engine", "diffusion", "--json"]
+    assert main(draft) == 0
+    assert json.loads(capsys.readouterr().out)["settings"]["spacing"] == 3
+    assert main([*draft, "--spacing", "0"]) == 0
+    assert json.loads(capsys.readouterr().out)["settings"]["spacing"] == 0
+    assert main(["config", "set", "diffusion.spacing", "1"]) == 0
+    capsys.readouterr()
+    assert main(draft) == 0
+    assert json.loads(capsys.readouterr().out)["settings"]["spacing"] == 1
+    assert main(["config", "set", "diffusion.spacing", "-2"]) != 0
+    assert "between 0 and 64" in capsys.readouterr().err
+    assert main([*draft, "--spacing", "-1"]) != 0
+    assert "spacing must be at least 0" in capsys.readouterr().err

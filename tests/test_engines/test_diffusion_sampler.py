@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from scripted_backend import EOS, MASK, VOCAB, ScriptedBackend, fixed_script, one_hot_logits
 
 from engines.cancel import CancelToken
-from engines.diffusion.sampler import DiffusionSampler
+from engines.diffusion.sampler import DiffusionSampler, spaced
 from engines.diffusion.schedule import even_split, timestep_commits
 from engines.diffusion.scoring import propose
 from engines.diffusion.settings import DiffusionSettings
@@ -263,3 +263,43 @@ def test_the_mask_token_is_never_committed() -> None:
     backend = ScriptedBackend(lambda _s, start, end: table[start - 3 : end - 3].copy())
     passes, done = run(backend, 8, DiffusionSettings(steps=8, block_length=8))
     assert len(passes) == 8 and MASK not in passes[-1].canvas and done.text == "e" * 8
+
+
+def test_spaced_passes_over_neighbours_of_what_it_took() -> None:
+    positions = np.array([0, 1, 2, 3, 4, 5, 6, 7])
+    ranked = np.array([3, 4, 2, 7, 0, 5, 1, 6])  # best first
+    assert list(spaced(ranked, positions, 3, 0)) == [3, 4, 2]
+    assert list(spaced(ranked, positions, 3, 1)) == [3, 7, 0]  # 4 and 2 touch 3, 5 is taken late
+    assert list(spaced(ranked, positions, 2, 3)) == [3, 7]
+    # Not enough room: the nearest are taken, best first, after every spaced one.
+    assert list(spaced(ranked, positions, 4, 3)) == [3, 7, 4, 2]
+    # The gaps are between canvas positions, not between indices into the masked list.
+    assert list(spaced(np.array([0, 1]), np.array([2, 9]), 2, 3)) == [0, 1]
+
+
+def test_spacing_keeps_neighbours_out_of_the_same_pass() -> None:
+    # The model is surest of a run of neighbours: reference decoding fills them together.
+    conf = [0.3, 0.4, 0.9, 0.91, 0.92, 0.93, 0.5, 0.6]
+    targets = [1] * 8
+    plain, _ = run(ScriptedBackend(fixed_script(targets, conf, len(PROMPT))), 8, DiffusionSettings(steps=4))
+    assert sorted(plain[0].committed) == [4, 5]
+    passes, done = run(
+        ScriptedBackend(fixed_script(targets, conf, len(PROMPT))), 8, DiffusionSettings(steps=4, spacing=1)
+    )
+    assert sorted(passes[0].committed) == [3, 5]
+    for p in passes:
+        assert all(abs(a - b) > 1 for a in p.committed for b in p.committed if a != b)
+    assert [len(p.committed) for p in passes] == [2] * 4 and done.stats.generated_tokens == 8
+    # The Dream schedule spaces its commits too (its last pass takes whatever is left); a threshold does not.
+    dream = [
+        [sorted(p.committed) for p in run(ScriptedBackend(fixed_script(targets, conf, 3)), 8, settings)[0]]
+        for settings in (
+            DiffusionSettings(steps=4, schedule="timestep"),
+            DiffusionSettings(steps=4, schedule="timestep", spacing=1),
+        )
+    ]
+    assert dream[0][1] == [3, 4] and dream[1][1] == [2, 4]
+    confident, _ = run(
+        ScriptedBackend(fixed_script(targets, conf, len(PROMPT))), 8, DiffusionSettings(threshold=0.85, spacing=1)
+    )
+    assert sorted(confident[0].committed) == [2, 3, 4, 5]

@@ -18,7 +18,7 @@ from engines.events import Done  # noqa: E402
 from models.training.export import export_gguf  # noqa: E402
 from models.training.model import ModelShape, all_logits, build_model, from_interleaved_layout  # noqa: E402
 from models.training.tokenizer import special_ids, train_tokenizer  # noqa: E402
-from models.training.train import TrainingPlan, canvas_cut, run  # noqa: E402
+from models.training.train import TrainingPlan, canvas_cut, load_state, read_log, run  # noqa: E402
 
 DRAFTS = [
     ("Write a short note to a friend about the picnic.", "Hi Sam, the picnic is on Saturday at noon. Bring a hat!"),
@@ -67,6 +67,31 @@ def test_pipeline_runs_end_to_end_and_the_export_drafts(tmp_path: Path) -> None:
         log=lambda _line: None,
     )
     assert continued.steps == 3
+    # The continued run's log follows the first run's: steps and tokens count on, stage 2 is marked.
+    first = read_log(plan.out / "training_log.csv")
+    both = read_log(tmp_path / "again" / "training_log.csv")
+    assert both[: len(first)] == [{**row, "stage": 1.0} for row in first]
+    assert both[-1]["step"] == 6 and both[-1]["tokens_seen"] == 2 * report.tokens_seen and both[-1]["stage"] == 2
+    assert "stage 2" in (tmp_path / "again" / "training_curve.svg").read_text()
+    # Grown deeper: it starts out computing exactly what the checkpoint computes, and trains on.
+    trained = ModelShape(**{**shape.__dict__, "vocab_size": 300})  # the tokenizer's size
+    deeper = ModelShape(**{**trained.__dict__, "layers": 5})
+    tokens = torch.randint(0, 300, (2, 24))
+    grown = build_model(deeper, 1, 0)
+    grown.load_state_dict(load_state(plan.out / "checkpoint.pt", deeper))
+    saved = build_model(trained, 1, 0)
+    saved.load_state_dict(load_state(plan.out / "checkpoint.pt", trained))
+    assert torch.allclose(all_logits(grown, tokens), all_logits(saved, tokens), atol=1e-5)
+    assert not torch.equal(grown.blocks[1].gate.weight, torch.zeros_like(grown.blocks[1].gate.weight))
+    deepened_run = run(
+        TrainingPlan(
+            **{**plan.__dict__, "out": tmp_path / "deeper", "init_from": plan.out / "checkpoint.pt", "shape": deeper}
+        ),
+        log=lambda _line: None,
+    )
+    assert deepened_run.steps == 3 and deepened_run.parameters > report.parameters
+    with pytest.raises(ValueError, match="holds a model of shape"):
+        load_state(plan.out / "checkpoint.pt", ModelShape(**{**trained.__dict__, "layers": 1}))
 
 
 def test_batches_are_cut_to_varied_lengths() -> None:
