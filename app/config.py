@@ -105,7 +105,7 @@ class DiffusionSection:
     )
     spacing: int = setting(
         3,
-        "with fixed steps, commit no two positions this close in one pass while others are masked; 0 is off",
+        "with fixed steps, a pass settles no two positions this close unless too few far-apart masks remain; 0 is off",
         between(0, 64),
     )
     temperature: float = setting(0.0, "sampling temperature; 0 is greedy", between(0.0, 2.0))

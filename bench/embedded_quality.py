@@ -100,7 +100,7 @@ def main() -> None:
     print(f"machine: {describe_machine()}")
     print(f"{len(pairs)} held-out instructions, {N}-token drafts, greedy, blocks of 32; perplexity by SmolLM2-135M")
     print(f"end-of-text settles: {eos}; K rows with spacing {args.spacing}, (ref) rows without")
-    variants = {"K=N": DiffusionSettings(steps=N, block_length=32, eos=eos)}
+    variants = {"K=N": DiffusionSettings(steps=N, block_length=32, eos=eos, spacing=args.spacing)}
     for divisor in (2, 4, 8):
         for name, spacing in ((f"K=N/{divisor}", args.spacing), (f"K=N/{divisor} (ref)", 0)):
             variants[name] = DiffusionSettings(steps=N // divisor, block_length=32, eos=eos, spacing=spacing)

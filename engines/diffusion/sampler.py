@@ -202,7 +202,7 @@ class DiffusionSampler:
         scores: np.ndarray,
         probabilities: np.ndarray,
         blocked: np.ndarray,
-        positions: np.ndarray,
+        masked: np.ndarray,
         step: int,
         budget: int,
         rng: np.random.Generator,
@@ -210,7 +210,7 @@ class DiffusionSampler:
         """Indices (into the masked positions of the window) to commit in this pass; `blocked` ones
         never (the first masked position is never blocked, so every pass commits something)."""
         scores = np.where(blocked, -np.inf, scores)  # blocked positions rank last
-        chosen = DiffusionSampler._choose_unblocked(settings, scores, probabilities, positions, step, budget, rng)
+        chosen = DiffusionSampler._choose_unblocked(settings, scores, probabilities, masked, step, budget, rng)
         allowed = chosen[~blocked[chosen]]
         return allowed if len(allowed) else np.argsort(-scores, kind="stable")[:1]
 
@@ -219,13 +219,16 @@ class DiffusionSampler:
         settings: DiffusionSettings,
         scores: np.ndarray,
         probabilities: np.ndarray,
-        positions: np.ndarray,
+        masked: np.ndarray,
         step: int,
         budget: int,
         rng: np.random.Generator,
     ) -> np.ndarray:
         n_masked = len(scores)
         ranked = np.argsort(-scores, kind="stable")
+        # Spacing chooses among ordinary proposals; blocked ones (-inf) and end-of-text held back by
+        # eos="last" only ever fill what is left, as without spacing.
+        ordinary = scores > EOS_PENALTY / 2
         if settings.threshold is not None:
             confident = np.flatnonzero(probabilities >= settings.threshold)
             return np.union1d(confident, ranked[:1])
@@ -233,26 +236,32 @@ class DiffusionSampler:
             if settings.algorithm == "origin":
                 chance = timestep_probability(step, budget, settings.eps)
                 return np.flatnonzero(rng.random(n_masked) < chance)
-            return spaced(ranked, positions, timestep_commits(n_masked, step, budget, settings.eps), settings.spacing)
+            commits = timestep_commits(n_masked, step, budget, settings.eps)
+            return spaced(ranked, masked, commits, settings.spacing, ordinary)
         # Block schedule: the window's masks spread evenly over the passes left in its budget.
         passes_left = max(1, budget - step)
         count = even_split(n_masked, passes_left)[0]
         if settings.algorithm == "origin":
             return np.sort(rng.choice(n_masked, size=count, replace=False))
-        return spaced(ranked, positions, count, settings.spacing)
+        return spaced(ranked, masked, count, settings.spacing, ordinary)
 
 
-def spaced(ranked: np.ndarray, positions: np.ndarray, count: int, spacing: int) -> np.ndarray:
+def spaced(
+    ranked: np.ndarray, positions: np.ndarray, count: int, spacing: int, ordinary: np.ndarray | None = None
+) -> np.ndarray:
     """The first `count` of `ranked` (indices into `positions`, best first), passing over any within
-    `spacing` positions of one already taken; those fill the count only when nothing else is left."""
+    `spacing` positions of one already taken. What was passed over fills the count only when too few
+    far-apart ones remain, and indices that are not `ordinary` (default: all are) come after both."""
     if spacing < 1 or count >= len(ranked):
         return ranked[:count]
+    ordinary = np.ones(len(positions), dtype=bool) if ordinary is None else ordinary
     taken: list[int] = []
     skipped: list[int] = []
-    for index in ranked:
+    for index in ranked[ordinary[ranked]]:
         if len(taken) == count:
             break
         near = any(abs(int(positions[index]) - int(positions[other])) <= spacing for other in taken)
         (skipped if near else taken).append(int(index))
-    taken.extend(skipped[: count - len(taken)])
+    rest = [int(index) for index in ranked[~ordinary[ranked]]]
+    taken.extend([*skipped, *rest][: count - len(taken)])
     return np.array(taken, dtype=np.int64)

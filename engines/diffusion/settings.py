@@ -42,10 +42,11 @@ class DiffusionSettings:
     # text has reached: a model that is surest of the padding at the canvas's end cannot commit it
     # there first and let it spread leftwards over the whole draft.
     eos: EosRule = "free"
-    # With a fixed pass budget, commit no two positions within `spacing` of each other in one pass while
-    # other masked positions are on offer (0: off, LLaDA's reference). Positions filled in the same pass are
-    # guessed independently, and neighbours depend on each other most ("you you"); a pass later, the
-    # neighbour is conditioned on what settled. Threshold decoding ignores it: what it commits is confident.
+    # With a fixed pass budget, a pass commits no two positions within `spacing` of each other unless too
+    # few far-apart masked positions remain (0: off, LLaDA's reference). Positions filled in the same pass
+    # are guessed independently, and neighbours depend on each other most ("you you"); a pass later, the
+    # neighbour is conditioned on what settled. Threshold decoding ignores it (what it commits is
+    # confident), and so does the random "origin" rule.
     spacing: int = 0
     # Stop as soon as the settled text reaches an end-of-text token (LLaDA's reference code always
     # runs every step instead; benchmarks that measure a fixed amount of work turn this off).

@@ -1,6 +1,9 @@
-"""Train Sharpen's embedded diffusion model end to end, from one command:
+"""Train Sharpen's embedded diffusion model end to end; the shipped one in two stages (6 layers, then
+grown to 12 and trained on; scripts/train-embedded-model runs both):
 
-    .venv/bin/python -m models.training.train --data models/training/data/drafts.jsonl --minutes 65
+    .venv/bin/python -m models.training.train --out models/training/out/stage1 --minutes 65
+    .venv/bin/python -m models.training.train --out models/training/out --minutes 60 \
+        --init-from models/training/out/stage1/checkpoint.pt --layers 12 --peak-lr 1e-3 --warmup 20
 
 1. a 4096-token byte-level BPE on the instructions and drafts; 2. sequences of <|user|> instruction
 <|assistant|> draft and end-of-text padding, each batch cut to a random length; 3. LLaDA's masked-diffusion fine-tuning
@@ -164,10 +167,10 @@ def run(plan: TrainingPlan, log: object = print) -> TrainingReport:
             "minutes": minutes,
         }
     )
+    torch.save({"shape": asdict(shape), "layout": "hf", "state": model.state_dict()}, plan.out / "checkpoint.pt")
     earlier = read_log(plan.init_from.parent / "training_log.csv") if plan.init_from is not None else []
     write_log(plan.out / "training_log.csv", continued_log(earlier, rows))
     plot_log(plan.out / "training_log.csv", plan.out / "training_curve.svg", "Sharpen's embedded diffusion model")
-    torch.save({"shape": asdict(shape), "layout": "hf", "state": model.state_dict()}, plan.out / "checkpoint.pt")
     state = {name: tensor.detach().float().numpy() for name, tensor in model.state_dict().items()}
     gguf = export_gguf(state, shape, tokenizer, plan.out / GGUF_NAME, q8=plan.q8, name="sharpen-draft")
     export_checkpoint(state, model.spec, tokenizer, plan.out / CHECKPOINT_FOLDER)
@@ -208,6 +211,13 @@ def canvas_cut(plan: TrainingPlan, generator: torch.Generator) -> int:
     return max(low, min(plan.length, drawn // 8 * 8))
 
 
+def saved_layers(checkpoint: Path | None) -> int:
+    """The layer count of the model in `checkpoint`, or the default shape's without one."""
+    if checkpoint is None:
+        return ModelShape.layers
+    return int(torch.load(checkpoint, map_location="cpu", weights_only=True)["shape"]["layers"])
+
+
 def load_state(path: Path, shape: ModelShape) -> dict[str, torch.Tensor]:
     """A checkpoint's weights for a model of `shape`: the same shape, or the same with more layers (grown)."""
     saved = torch.load(path, map_location="cpu", weights_only=True)
@@ -240,7 +250,9 @@ def main() -> None:
     parser.add_argument("--peak-lr", type=float, default=2e-3)
     parser.add_argument("--warmup", type=int, default=60)
     parser.add_argument("--block-share", type=float, default=TrainingPlan.block_share)
-    parser.add_argument("--layers", type=int, default=ModelShape.layers, help="more than --init-from's: grow it")
+    parser.add_argument(
+        "--layers", type=int, default=None, help="layers (default: --init-from's, else 6); more than its: grow it"
+    )
     args = parser.parse_args()
     torch.set_num_threads(max(1, torch.get_num_threads()))
     plan = TrainingPlan(
@@ -252,7 +264,7 @@ def main() -> None:
         peak_lr=args.peak_lr,
         warmup=args.warmup,
         block_share=args.block_share,
-        shape=ModelShape(layers=args.layers),
+        shape=ModelShape(layers=args.layers or saved_layers(args.init_from)),
     )
     report = run(plan)
     print(report)

@@ -269,7 +269,7 @@ def test_spaced_passes_over_neighbours_of_what_it_took() -> None:
     positions = np.array([0, 1, 2, 3, 4, 5, 6, 7])
     ranked = np.array([3, 4, 2, 7, 0, 5, 1, 6])  # best first
     assert list(spaced(ranked, positions, 3, 0)) == [3, 4, 2]
-    assert list(spaced(ranked, positions, 3, 1)) == [3, 7, 0]  # 4 and 2 touch 3, 5 is taken late
+    assert list(spaced(ranked, positions, 3, 1)) == [3, 7, 0]  # 4 and 2 touch 3
     assert list(spaced(ranked, positions, 2, 3)) == [3, 7]
     # Not enough room: the nearest are taken, best first, after every spaced one.
     assert list(spaced(ranked, positions, 4, 3)) == [3, 7, 4, 2]
@@ -303,3 +303,16 @@ def test_spacing_keeps_neighbours_out_of_the_same_pass() -> None:
         ScriptedBackend(fixed_script(targets, conf, len(PROMPT))), 8, DiffusionSettings(threshold=0.85, spacing=1)
     )
     assert sorted(confident[0].committed) == [2, 3, 4, 5]
+
+
+def test_spacing_keeps_the_end_of_text_rules() -> None:
+    # A neighbour that spacing passed over still comes before end-of-text that a rule holds back.
+    for eos, targets in (("in_order", [1, 2, EOS, EOS]), ("last", [1, 2, EOS, EOS])):
+        conf = [0.8, 0.7, 0.99, 0.99]
+        passes, done = run(
+            ScriptedBackend(fixed_script(targets, conf, len(PROMPT))),
+            4,
+            DiffusionSettings(steps=2, block_length=4, eos=eos, spacing=1),  # type: ignore[arg-type]
+        )
+        assert sorted(passes[0].committed) == [0, 1], eos
+        assert done.text == "bc"

@@ -18,7 +18,15 @@ from engines.events import Done  # noqa: E402
 from models.training.export import export_gguf  # noqa: E402
 from models.training.model import ModelShape, all_logits, build_model, from_interleaved_layout  # noqa: E402
 from models.training.tokenizer import special_ids, train_tokenizer  # noqa: E402
-from models.training.train import TrainingPlan, canvas_cut, load_state, read_log, run  # noqa: E402
+from models.training.train import (  # noqa: E402
+    TrainingPlan,
+    canvas_cut,
+    continued_log,
+    load_state,
+    read_log,
+    run,
+    saved_layers,
+)
 
 DRAFTS = [
     ("Write a short note to a friend about the picnic.", "Hi Sam, the picnic is on Saturday at noon. Bring a hat!"),
@@ -90,6 +98,8 @@ def test_pipeline_runs_end_to_end_and_the_export_drafts(tmp_path: Path) -> None:
         log=lambda _line: None,
     )
     assert deepened_run.steps == 3 and deepened_run.parameters > report.parameters
+    # Continuing the grown model takes its depth from the checkpoint (train.py's --layers default).
+    assert saved_layers(tmp_path / "deeper" / "checkpoint.pt") == 5 and saved_layers(None) == ModelShape.layers
     with pytest.raises(ValueError, match="holds a model of shape"):
         load_state(plan.out / "checkpoint.pt", ModelShape(**{**trained.__dict__, "layers": 1}))
 
@@ -169,3 +179,17 @@ def test_block_rows_show_the_state_block_decoding_meets() -> None:
     # Masking rates follow t across the rows.
     rates = (uniform.masked.sum(1) / answer.sum(1)).float()
     assert torch.corrcoef(torch.stack([rates, uniform.t[:, 0]]))[0, 1] > 0.9
+
+
+def test_a_log_continued_twice_counts_on_and_marks_each_stage() -> None:
+    def rows(steps: list[int]) -> list[dict[str, float]]:
+        return [
+            {"step": s, "tokens_seen": 10.0 * s, "train_loss": 2.0, "heldout_loss": 1.0, "minutes": s / 2}
+            for s in steps
+        ]
+
+    two = continued_log(continued_log([], rows([1, 4])), rows([1, 3]))
+    three = continued_log(two, rows([2]))
+    assert [r["step"] for r in three] == [1, 4, 5, 7, 9]
+    assert [r["stage"] for r in three] == [1, 1, 2, 2, 3]
+    assert three[-1]["tokens_seen"] == 90 and three[-1]["minutes"] == 4.5
