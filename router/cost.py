@@ -51,8 +51,11 @@ def estimate_diffusion(
     passes = passes_for(n, plan, costs)
     if costs.prefix_cache and plan.schedule == "blocks":
         n_blocks = math.ceil(n / plan.block_length)
-        # Block b decodes from its start to the end: on average the canvas minus half the finished blocks.
-        window = suffix_tokens + n - plan.block_length * (n_blocks - 1) / 2
+        # Block b decodes from its start to the end of the canvas. Its share of the passes is taken as its
+        # share of the tokens (a short last block is done in a pass or two), which also keeps the estimate
+        # from dropping when one more token opens a new block.
+        sizes = [min(plan.block_length, n - b * plan.block_length) for b in range(n_blocks)]
+        window = suffix_tokens + sum(size * (n - b * plan.block_length) for b, size in enumerate(sizes)) / n
         # The prompt once, and each block once more when it is finished and joins the cache.
         cached_s = n_blocks * costs.pass_base_s + costs.pass_s_per_position * (prompt_tokens + n)
         seconds = passes * pass_seconds(window, costs) + cached_s

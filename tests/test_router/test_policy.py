@@ -118,3 +118,11 @@ def test_diffusion_estimate_never_shrinks_with_n(
 def test_fastest_picks_the_lower_estimate(n: int, ar: ArCosts, diff: DiffusionCosts, quality: str) -> None:
     route = decide(Request("draft", n, quality=quality), CostProfile(ar=ar, diffusion=diff), BOTH, BASE, "fastest")  # type: ignore[arg-type]
     assert route.estimates[route.engine].seconds == min(e.seconds for e in route.estimates.values())
+
+
+def test_one_more_token_opening_a_block_costs_more_not_less() -> None:
+    # Found by the property above: with the window averaged over blocks alone, a 1-token last block
+    # halved the mean window, and 65 tokens came out cheaper than 64.
+    diff = DiffusionCosts(pass_base_s=0.0, pass_s_per_position=0.01, threshold_passes_per_token=1.0, prefix_cache=True)
+    plan = DiffusionPlan(steps=64, block_length=64)
+    assert estimate_diffusion(65, 0, 0, plan, diff).seconds > estimate_diffusion(64, 0, 0, plan, diff).seconds
