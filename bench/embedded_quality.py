@@ -39,30 +39,19 @@ N = 128
 DATA = Path(__file__).resolve().parents[1] / "models" / "training" / "data" / "drafts.jsonl"
 
 
-def next_token_log_probs(
-    scorer: llama_cpp.Llama, ar: LlamaAREngine, instruction: str, draft: str
-) -> tuple[np.ndarray, list[int]]:
-    """SmolLM2's log-probabilities over its vocabulary at each token of `draft` as the reply to
-    `instruction` (its chat template), given everything before it; and the draft's tokens."""
+def scored(scorer: llama_cpp.Llama, ar: LlamaAREngine, instruction: str, draft: str) -> tuple[float, float]:
+    """SmolLM2 reading `draft` as the reply to `instruction` (its chat template), each token given
+    everything before it: its perplexity, and the share of tokens where SmolLM2 is at least 90% sure
+    of its most likely next token."""
     prompt = ar.chat_prompt(instruction, 1)
     answer = scorer.tokenize(draft.encode(), add_bos=False)[:N] or [scorer.token_eos()]
     scorer.reset()
     scorer.eval(prompt + answer)
     logits = np.array(scorer.scores[len(prompt) - 1 : len(prompt) - 1 + len(answer)], dtype=np.float64)
     shifted = logits - logits.max(axis=1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True)), answer
-
-
-def perplexity(scorer: llama_cpp.Llama, ar: LlamaAREngine, instruction: str, draft: str) -> float:
-    """SmolLM2's perplexity of `draft` as the reply to `instruction`."""
-    log_probs, answer = next_token_log_probs(scorer, ar, instruction, draft)
-    return math.exp(-float(np.mean(log_probs[np.arange(len(answer)), answer])))
-
-
-def sure_share(scorer: llama_cpp.Llama, ar: LlamaAREngine, instruction: str, draft: str, at: float = 0.9) -> float:
-    """Share of the draft's tokens whose most likely next token SmolLM2 gives at least `at`."""
-    log_probs, _ = next_token_log_probs(scorer, ar, instruction, draft)
-    return float(np.mean(log_probs.max(axis=1) >= math.log(at)))
+    log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    perplexity = math.exp(-float(np.mean(log_probs[np.arange(len(answer)), answer])))
+    return perplexity, float(np.mean(log_probs.max(axis=1) >= math.log(0.9)))
 
 
 def repeated_trigrams(text: str) -> float:
@@ -120,16 +109,18 @@ def main() -> None:
             assert isinstance(done.stats, DraftStats)
             passes[name].append(done.stats.passes)
             per_pass[name].append(done.stats.generated_tokens / max(1, done.stats.passes))
-            scores[name].append(perplexity(scorer, ar, pair.instruction, done.text))
+            scores[name].append(scored(scorer, ar, pair.instruction, done.text)[0])
             repeats[name].append(repeated_trigrams(done.text))
             words_out[name].append(len(done.text.split()))
             samples.setdefault(name, f"{pair.instruction}\n  -> {done.text.strip()[:300]}")
         ar_text = [e for e in ar.chat(pair.instruction, max_tokens=N) if isinstance(e, Done)][-1].text
-        teacher_sure.append(sure_share(scorer, ar, pair.instruction, ar_text))
         words = ar_text.split()
         rng.shuffle(words)
         for name, text in (("SmolLM2 (AR)", ar_text), ("shuffled words", " ".join(words))):
-            scores[name].append(perplexity(scorer, ar, pair.instruction, text))
+            perplexity, sure = scored(scorer, ar, pair.instruction, text)
+            scores[name].append(perplexity)
+            if name == "SmolLM2 (AR)":
+                teacher_sure.append(sure)
             repeats[name].append(repeated_trigrams(text))
             words_out[name].append(len(text.split()))
     print(

@@ -226,12 +226,12 @@ class DiffusionSampler:
     ) -> np.ndarray:
         n_masked = len(scores)
         ranked = np.argsort(-scores, kind="stable")
-        # Spacing chooses among ordinary proposals; blocked ones (-inf) and end-of-text held back by
-        # eos="last" only ever fill what is left, as without spacing.
-        ordinary = scores > EOS_PENALTY / 2
         if settings.threshold is not None:
             confident = np.flatnonzero(probabilities >= settings.threshold)
             return np.union1d(confident, ranked[:1])
+        # Spacing chooses among ordinary proposals; blocked ones (-inf) and end-of-text held back by
+        # eos="last" only ever fill what is left, as without spacing.
+        ordinary = scores > EOS_PENALTY / 2
         if settings.schedule == "timestep":
             if settings.algorithm == "origin":
                 chance = timestep_probability(step, budget, settings.eps)

@@ -19,11 +19,15 @@ def plot_log(log: Path, out: Path, title: str) -> Path:
 
     low, high = math.log(y_min), math.log(y_max)
 
-    def point(x: float, y: float) -> str:
+    def x_at(x: float) -> float:
+        return MARGIN + (x / x_max) * (WIDTH - 2 * MARGIN)
+
+    def y_at(y: float) -> float:
         # Log scale: the early fall would otherwise flatten the late, small gains into the axis.
-        px = MARGIN + (x / x_max) * (WIDTH - 2 * MARGIN)
-        py = HEIGHT - MARGIN - (math.log(y) - low) / ((high - low) or 1) * (HEIGHT - 2 * MARGIN)
-        return f"{px:.1f},{py:.1f}"
+        return HEIGHT - MARGIN - (math.log(y) - low) / ((high - low) or 1) * (HEIGHT - 2 * MARGIN)
+
+    def point(x: float, y: float) -> str:
+        return f"{x_at(x):.1f},{y_at(y):.1f}"
 
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
@@ -38,19 +42,18 @@ def plot_log(log: Path, out: Path, title: str) -> Path:
     ]
     ticks = [y_min, *(t for t in (1.5, 2.0, 3.0, 5.0) if y_min * 1.1 < t < y_max / 1.1), y_max]
     for tick in ticks:
-        y = point(0, tick).split(",")[1]
-        parts.append(f'<text x="{MARGIN - 6}" y="{float(y) + 4}" text-anchor="end">{tick:.2f}</text>')
-        parts.append(f'<line x1="{MARGIN - 3}" y1="{y}" x2="{MARGIN}" y2="{y}" stroke="black"/>')
+        y = y_at(tick)
+        parts.append(f'<text x="{MARGIN - 6}" y="{y + 4:.1f}" text-anchor="end">{tick:.2f}</text>')
+        parts.append(f'<line x1="{MARGIN - 3}" y1="{y:.1f}" x2="{MARGIN}" y2="{y:.1f}" stroke="black"/>')
     stages = [r.get("stage") or "1" for r in rows]
     for index in range(1, len(rows)):
         if stages[index] != stages[index - 1]:  # a continued run begins: mark it
-            x = point(xs[index], y_max).split(",")[0]
+            x = x_at(xs[index])
             parts.append(
-                f'<line x1="{x}" y1="{MARGIN}" x2="{x}" y2="{HEIGHT - MARGIN}" stroke="grey" stroke-dasharray="4 4"/>'
+                f'<line x1="{x:.1f}" y1="{MARGIN}" x2="{x:.1f}" y2="{HEIGHT - MARGIN}" stroke="grey" '
+                'stroke-dasharray="4 4"/>'
             )
-            parts.append(
-                f'<text x="{float(x) + 4}" y="{MARGIN + 48}" fill="grey">stage {float(stages[index]):.0f}</text>'
-            )
+            parts.append(f'<text x="{x + 4:.1f}" y="{MARGIN + 48}" fill="grey">stage {float(stages[index]):.0f}</text>')
     for index, (name, ys) in enumerate(series.items()):
         points = " ".join(point(x, y) for x, y in zip(xs, ys, strict=True) if y == y)
         colour = COLOURS[name]
