@@ -5,21 +5,23 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
 from importlib.metadata import version
 from pathlib import Path
-from typing import TextIO
+from typing import Any, NoReturn, TextIO
 
-from app.config import load_config, render_config, set_value
+from app.config import BadValue, convert_text, load_config, render_config, set_value, settings_registry
 from app.paths import sharpen_paths
 from app.service import SharpenError, SharpenService
 from app.traces import save_trace
 from engines.diffusion.settings import ALGORITHMS, EOS_RULES, SCHEDULES, DiffusionSettings
 from engines.diffusion.trace import TraceError, load_trace
-from engines.events import Done, DraftStats, Event, Pass, Token
+from engines.events import Done, DraftStats, Event, GenerationStats, Pass, Token
 from models.gguf_info import inspect_gguf
 from models.hf_checkpoint import inspect_checkpoint
 from models.hub import PullProgress
@@ -32,6 +34,42 @@ from router.request import ENGINES, KINDS, POLICIES, QUALITIES, Kind, Request, R
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors as Sharpen's one line (and no usage dump)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"sharpen: error: {message} (`{self.prog} --help` lists the options)\n")
+
+
+def setting_flag(key: str) -> Callable[[str], Any]:
+    """An argparse type for a flag that overrides the setting `key`: the same checks and messages."""
+    spec = settings_registry()[key]
+
+    def convert(text: str) -> Any:
+        try:
+            return convert_text(spec, text)
+        except BadValue as error:
+            raise argparse.ArgumentTypeError(f"{error} (as the setting {key})") from None
+
+    return convert
+
+
+def at_least(low: int) -> Callable[[str], int]:
+    """An argparse type for a whole number of at least `low`."""
+
+    def convert(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+
+    return convert
 
 
 def _read_text(arg: str) -> str:
@@ -50,7 +88,7 @@ def _run_stream(events: Iterator[Event], as_json: bool, model: Callable[[], str]
             out.flush()
         elif isinstance(event, Done):
             done = event
-    assert done is not None, "every engine stream ends with Done"
+    assert done is not None and isinstance(done.stats, GenerationStats), "an AR stream ends with Done(GenerationStats)"
     stats = done.stats
     if as_json:
         payload = {
@@ -298,7 +336,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     quality = service.config.router.quality
 
     def plan_for(n: int) -> DiffusionPlan:
-        return diffusion_plan(Request("draft", n, quality=quality), base)  # type: ignore[arg-type]
+        return diffusion_plan(Request("draft", n, quality=quality), base)
 
     crossover = crossover_tokens(profile, plan_for)
     if crossover is None:
@@ -467,6 +505,14 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from app.doctor import diagnose, render
+
+    report = diagnose()
+    print(json.dumps(report.as_dict(), indent=2) if args.json else render(report), end="\n" if args.json else "")
+    return 0 if report.ok else EXIT_ERROR
+
+
 def _log_verbosely() -> None:
     logging.basicConfig(level=logging.DEBUG, format="%(name)s: %(message)s")
     llama_logger = logging.getLogger("sharpen.llama_cpp")
@@ -474,20 +520,44 @@ def _log_verbosely() -> None:
 
 
 def _add_draft_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tokens", type=int, metavar="N", help="draft length in tokens (config: diffusion.tokens)")
-    parser.add_argument("--steps", type=int, metavar="K", help="refinement passes (config: diffusion.steps)")
+    parser.add_argument(
+        "--tokens",
+        type=setting_flag("diffusion.tokens"),
+        metavar="N",
+        help="draft length in tokens (config: diffusion.tokens)",
+    )
+    parser.add_argument(
+        "--steps", type=setting_flag("diffusion.steps"), metavar="K", help="refinement passes (config: diffusion.steps)"
+    )
     parser.add_argument("--schedule", choices=SCHEDULES, help="blocks (LLaDA) or timestep (Dream)")
-    parser.add_argument("--block-length", type=int, metavar="B", help="block length for the blocks schedule")
-    parser.add_argument("--threshold", type=float, metavar="T", help="commit every position this confident; 0 is off")
+    parser.add_argument(
+        "--block-length",
+        type=setting_flag("diffusion.block_length"),
+        metavar="B",
+        help="block length for the blocks schedule",
+    )
+    parser.add_argument(
+        "--threshold",
+        type=setting_flag("diffusion.threshold"),
+        metavar="T",
+        help="commit every position this confident; 0 is off",
+    )
     parser.add_argument("--algorithm", choices=ALGORITHMS, help="which masked positions to commit first")
     parser.add_argument("--eos", choices=EOS_RULES, help="where end-of-text may settle (config: diffusion.eos)")
     parser.add_argument(
-        "--spacing", type=int, metavar="D", help="no two positions this close settle in one pass (diffusion.spacing)"
+        "--spacing",
+        type=setting_flag("diffusion.spacing"),
+        metavar="D",
+        help="no two positions this close settle in one pass (diffusion.spacing)",
     )
-    parser.add_argument("--temperature", type=float, help="0 is greedy")
-    parser.add_argument("--top-k", type=int, help="sample among the k most likely tokens; 0 is off")
-    parser.add_argument("--top-p", type=float, help="sample within this probability mass; 1 is off")
-    parser.add_argument("--seed", type=int, help="the same seed repeats a draft exactly")
+    parser.add_argument("--temperature", type=setting_flag("diffusion.temperature"), help="0 is greedy")
+    parser.add_argument(
+        "--top-k", type=setting_flag("diffusion.top_k"), help="sample among the k most likely tokens; 0 is off"
+    )
+    parser.add_argument(
+        "--top-p", type=setting_flag("diffusion.top_p"), help="sample within this probability mass; 1 is off"
+    )
+    parser.add_argument("--seed", type=setting_flag("diffusion.seed"), help="the same seed repeats a draft exactly")
     parser.add_argument("--trace", metavar="FILE", help="save every refinement pass to FILE (JSON Lines)")
     parser.add_argument("--stream", action="store_true", help="print the settled start of the draft as it grows")
     parser.add_argument("--json", action="store_true", help="print the text, passes and timings as JSON")
@@ -496,7 +566,7 @@ def _add_draft_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quality", choices=QUALITIES, help="passes per token preset (config: router.quality)")
 
 
-def _command_names(parser: argparse.ArgumentParser) -> set[str]:
+def command_names(parser: argparse.ArgumentParser) -> set[str]:
     for action in parser._subparsers._group_actions if parser._subparsers else []:
         if isinstance(action, argparse._SubParsersAction):
             return set(action.choices)
@@ -504,7 +574,7 @@ def _command_names(parser: argparse.ArgumentParser) -> set[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="sharpen",
         usage="sharpen [FILE] | sharpen COMMAND ...",
         epilog="With no command, or with a FILE, Sharpen opens its editor (the TUI).",
@@ -513,13 +583,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {version('sharpen')}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what the engines do, llama.cpp included")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", prog="sharpen")
 
     complete = commands.add_parser("complete", help="continue a text (what ghost-text autocomplete shows)")
     complete.add_argument("text", help="the text to continue; '-' reads standard input")
     complete.add_argument("--suffix", help="text after the cursor (used where the model supports fill-in-the-middle)")
-    complete.add_argument("--max-tokens", type=int, help="longest continuation (config: complete.max_tokens)")
-    complete.add_argument("--temperature", type=float, help="0 is greedy (config: complete.temperature)")
+    complete.add_argument(
+        "--max-tokens",
+        type=setting_flag("complete.max_tokens"),
+        help="longest continuation (config: complete.max_tokens)",
+    )
+    complete.add_argument(
+        "--temperature", type=setting_flag("complete.temperature"), help="0 is greedy (config: complete.temperature)"
+    )
     complete.add_argument("--stop", action="append", metavar="TEXT", help="stop before this text (repeatable)")
     complete.add_argument("--no-trim", action="store_true", help="fail instead of dropping text that does not fit")
     complete.add_argument("--json", action="store_true", help="print the text, token counts and timings as JSON")
@@ -527,8 +603,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     chat = commands.add_parser("chat", help="answer a short instruction with the model's chat template")
     chat.add_argument("text", help="the instruction; '-' reads standard input")
-    chat.add_argument("--max-tokens", type=int, help="longest reply (config: chat.max_tokens)")
-    chat.add_argument("--temperature", type=float, help="0 is greedy (config: chat.temperature)")
+    chat.add_argument(
+        "--max-tokens", type=setting_flag("chat.max_tokens"), help="longest reply (config: chat.max_tokens)"
+    )
+    chat.add_argument(
+        "--temperature", type=setting_flag("chat.temperature"), help="0 is greedy (config: chat.temperature)"
+    )
     chat.add_argument("--json", action="store_true", help="print the text, token counts and timings as JSON")
     chat.set_defaults(handler=cmd_chat)
 
@@ -546,12 +626,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     route = commands.add_parser("route", help="show which engine would serve a request, and why")
     route.add_argument("--kind", choices=KINDS, required=True)
-    route.add_argument("--tokens", type=int, required=True, metavar="N", help="expected output length")
-    route.add_argument("--prompt-tokens", type=int, default=32, metavar="P", help="context read before writing")
-    route.add_argument("--suffix-tokens", type=int, default=0, metavar="S", help="context after an infill gap")
+    route.add_argument("--tokens", type=at_least(1), required=True, metavar="N", help="expected output length")
+    route.add_argument("--prompt-tokens", type=at_least(0), default=32, metavar="P", help="context read before writing")
+    route.add_argument("--suffix-tokens", type=at_least(0), default=0, metavar="S", help="context after an infill gap")
     route.add_argument("--stream", action="store_true", help="the output must appear token by token")
     route.add_argument(
-        "--budget", type=float, metavar="SECONDS", help="latency budget (config: router.latency_budget_s)"
+        "--budget",
+        type=setting_flag("router.latency_budget_s"),
+        metavar="SECONDS",
+        help="latency budget (config: router.latency_budget_s)",
     )
     route.add_argument("--policy", choices=POLICIES, help="config: router.policy")
     route.add_argument("--quality", choices=QUALITIES, help="config: router.quality")
@@ -573,11 +656,15 @@ def build_parser() -> argparse.ArgumentParser:
         "training-data", help="(development) write instruction -> draft pairs with the AR model, for training"
     )
     data.add_argument("--out", default="models/training/data/drafts.jsonl", help="JSON Lines file, appended to")
-    data.add_argument("--count", type=int, default=1000, help="how many instructions (resumes where it stopped)")
-    data.add_argument("--seed", type=int, default=0, help="which list of instructions")
-    data.add_argument("--max-tokens", type=int, default=160)
-    data.add_argument("--temperature", type=float, default=0.0, help="0: greedy, written several at a time")
-    data.add_argument("--parallel", type=int, default=16, help="greedy drafts decoded together")
+    data.add_argument(
+        "--count", type=at_least(1), default=1000, help="how many instructions (resumes where it stopped)"
+    )
+    data.add_argument("--seed", type=at_least(0), default=0, help="which list of instructions")
+    data.add_argument("--max-tokens", type=at_least(1), default=160)
+    data.add_argument(
+        "--temperature", type=setting_flag("chat.temperature"), default=0.0, help="0: greedy, written several at a time"
+    )
+    data.add_argument("--parallel", type=at_least(1), default=16, help="greedy drafts decoded together")
     data.set_defaults(handler=cmd_training_data)
 
     config = commands.add_parser("config", help="show or change settings")
@@ -613,6 +700,12 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("path")
     inspect.add_argument("--json", action="store_true")
     inspect.set_defaults(handler=cmd_inspect)
+
+    doctor = commands.add_parser(
+        "doctor", help="check the build, the CPU, the models, the calibration and the config; name each fix"
+    )
+    doctor.add_argument("--json", action="store_true", help="everything found, for a bug report")
+    doctor.set_defaults(handler=cmd_doctor)
     return parser
 
 
@@ -630,29 +723,69 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # here, not at exit, so a closed pipe is met where it can be handled
+        return code
+    except BrokenPipeError:
+        # The reader went away (`sharpen route ... | head -1`): stop quietly, as Unix tools do.
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's last flush does not fail on the closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass  # stdout is not a real file (captured by a test): nothing will flush into the pipe
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = _command_names(parser)
+    commands = command_names(parser)
     if not argv or (not argv[0].startswith("-") and argv[0] not in commands):
         document = Path(argv[0]).expanduser() if argv else None
-        try:
-            return run_tui(document)
-        except SharpenError as error:
-            print(f"sharpen: error: {error}", file=sys.stderr)
-            return EXIT_ERROR
-    args = parser.parse_args(argv)
+        return _guarded(lambda: run_tui(document), verbose=False)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit:  # --help, --version, or a usage error already reported in one line
+        return exit.code if isinstance(exit.code, int) else EXIT_USAGE
     if args.command is None:
         parser.print_help()
         return 0
     if args.verbose:
         _log_verbosely()
+    return _guarded(lambda: args.handler(args), verbose=args.verbose)
+
+
+def _guarded(command: Callable[[], int], *, verbose: bool) -> int:
+    """Run a command; whatever goes wrong is one `sharpen: error:` line on stderr, never a traceback."""
     try:
-        return args.handler(args)
+        return command()
     except SharpenError as error:
-        print(f"sharpen: error: {error}", file=sys.stderr)
-        return EXIT_ERROR
+        return _fail(str(error))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        raise
+    except OSError as error:
+        where = f" ({error.filename})" if error.filename else ""
+        return _fail(f"{error.strerror or error}{where}")
+    except Exception as error:
+        if verbose:
+            raise
+        return _fail(
+            f"unexpected {type(error).__name__}: {error}. This is a bug in Sharpen: `sharpen -v ...` shows where; "
+            "please report it with the output of `sharpen doctor --json`"
+        )
+
+
+def _fail(message: str) -> int:
+    print(f"sharpen: error: {message}", file=sys.stderr)
+    return EXIT_ERROR
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import tomllib
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,8 @@ from typing import Any
 import tomli_w
 
 from app.atomic import write_atomic
+from engines.diffusion.settings import Algorithm, EosRule, Schedule
+from router.request import Policy, Quality
 
 Check = Callable[[Any], str | None]
 
@@ -86,22 +89,14 @@ class ChatSection:
 class DiffusionSection:
     tokens: int = setting(128, "default draft length, in tokens", between(1, 8192))
     steps: int = setting(64, "refinement passes K for fixed-step decoding", at_least(1))
-    schedule: str = setting(
-        "blocks", "blocks (LLaDA, semi-autoregressive) or timestep (Dream)", one_of("blocks", "timestep")
-    )
+    schedule: Schedule = setting("blocks", "blocks (LLaDA, semi-autoregressive) or timestep (Dream)")
     block_length: int = setting(32, "block length for the blocks schedule", at_least(1))
     threshold: float = setting(
         0.0, "commit every position at least this confident per pass; 0 is off", between(0.0, 1.0)
     )
-    algorithm: str = setting(
-        "confidence",
-        "which masked positions to commit first",
-        one_of("confidence", "margin", "entropy", "random", "origin"),
-    )
-    eos: str = setting(
-        "in_order",
-        "where end-of-text may settle: in_order (only where the text has reached), free, or last",
-        one_of("in_order", "free", "last"),
+    algorithm: Algorithm = setting("confidence", "which masked positions to commit first")
+    eos: EosRule = setting(
+        "in_order", "where end-of-text may settle: in_order (only where the text has reached), free, or last"
     )
     spacing: int = setting(
         3,
@@ -136,14 +131,8 @@ class DiffusionSection:
 
 @dataclass(frozen=True)
 class RouterSection:
-    policy: str = setting(
-        "design",
-        "design (AR for completions, diffusion for drafts), fastest, or quality",
-        one_of("design", "fastest", "quality"),
-    )
-    quality: str = setting(
-        "balanced", "refinement passes per draft token: fast, balanced or best", one_of("fast", "balanced", "best")
-    )
+    policy: Policy = setting("design", "design (AR for completions, diffusion for drafts), fastest, or quality")
+    quality: Quality = setting("balanced", "refinement passes per draft token: fast, balanced or best")
     latency_budget_s: float = setting(
         20.0,
         "a draft estimated slower than this on diffusion goes to AR when AR is faster; 0 is no budget",
@@ -191,7 +180,6 @@ class Config:
 
 
 USER_CATALOGUE = "catalogue"
-_TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "bool": bool}
 
 
 @dataclass(frozen=True)
@@ -203,37 +191,44 @@ class SettingSpec:
     check: Check | None
 
 
+def _section_classes() -> dict[str, type]:
+    return typing.get_type_hints(Config)
+
+
 def settings_registry() -> dict[str, SettingSpec]:
+    """Every setting by dotted key. A setting typed with a Literal takes exactly the Literal's values."""
     registry: dict[str, SettingSpec] = {}
-    for section in dataclasses.fields(Config):
-        section_cls = section.default_factory  # type: ignore[misc]
-        for item in dataclasses.fields(section_cls):  # type: ignore[arg-type]
-            key = f"{section.name}.{item.name}"
-            registry[key] = SettingSpec(
-                key, _TYPES[str(item.type)], item.default, item.metadata["help"], item.metadata["check"]
-            )
+    for section, section_cls in _section_classes().items():
+        hints = typing.get_type_hints(section_cls)
+        for item in dataclasses.fields(section_cls):
+            key = f"{section}.{item.name}"
+            kind, check = hints[item.name], item.metadata["check"]
+            if typing.get_origin(kind) is typing.Literal:
+                kind, check = str, one_of(*typing.get_args(kind))
+            registry[key] = SettingSpec(key, kind, item.default, item.metadata["help"], check)
     return registry
 
 
-def _validate(spec: SettingSpec, value: Any, where: str) -> Any:
+class BadValue(ValueError):
+    """A value a setting refuses; the message says what it must be ("must be at least 1, got 0")."""
+
+
+def check_value(spec: SettingSpec, value: Any) -> Any:
+    """`value` as the setting's type, or BadValue."""
     expected = spec.type
     if expected is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if not isinstance(value, expected) or (expected is not bool and isinstance(value, bool)):
-        raise ConfigError(f"{where}: {spec.key} must be {_type_name(expected)}, got {value!r}")
+        raise BadValue(f"must be {_type_name(expected)}, got {value!r}")
     if spec.check is not None:
         problem = spec.check(value)
         if problem:
-            raise ConfigError(f"{where}: {spec.key} {problem}, got {value!r}")
+            raise BadValue(f"{problem}, got {value!r}")
     return value
 
 
-def _type_name(kind: type) -> str:
-    return {int: "a whole number", float: "a number", str: "a string", bool: "true or false"}[kind]
-
-
-def parse_value(spec: SettingSpec, text: str, where: str) -> Any:
-    """Turn a command-line string into a setting's value."""
+def convert_text(spec: SettingSpec, text: str) -> Any:
+    """A command-line string as the setting's value, or BadValue."""
     try:
         if spec.type is bool:
             lowered = text.strip().lower()
@@ -243,8 +238,27 @@ def parse_value(spec: SettingSpec, text: str, where: str) -> Any:
         else:
             value = spec.type(text)
     except ValueError:
-        raise ConfigError(f"{where}: {spec.key} must be {_type_name(spec.type)}, got {text!r}") from None
-    return _validate(spec, value, where)
+        raise BadValue(f"must be {_type_name(spec.type)}, got {text!r}") from None
+    return check_value(spec, value)
+
+
+def _validate(spec: SettingSpec, value: Any, where: str) -> Any:
+    try:
+        return check_value(spec, value)
+    except BadValue as error:
+        raise ConfigError(f"{where}: {spec.key} {error}") from None
+
+
+def _type_name(kind: type) -> str:
+    return {int: "a whole number", float: "a number", str: "a string", bool: "true or false"}[kind]
+
+
+def parse_value(spec: SettingSpec, text: str, where: str) -> Any:
+    """Turn a command-line string into a setting's value."""
+    try:
+        return convert_text(spec, text)
+    except BadValue as error:
+        raise ConfigError(f"{where}: {spec.key} {error}") from None
 
 
 def _flatten(raw: dict[str, Any], where: str) -> dict[str, Any]:
@@ -273,8 +287,7 @@ def config_from_flat(flat: dict[str, Any]) -> Config:
     for key, value in flat.items():
         section, name = key.split(".", 1)
         by_section.setdefault(section, {})[name] = value
-    sections = {f.name: f.default_factory(**by_section.get(f.name, {})) for f in dataclasses.fields(Config)}  # type: ignore[misc]
-    return Config(**sections)
+    return Config(**{name: cls(**by_section.get(name, {})) for name, cls in _section_classes().items()})
 
 
 def config_to_flat(config: Config) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from app.atomic import write_atomic
 from app.config import Config, ConfigError, load_config, read_raw, set_value, user_catalogue
@@ -146,26 +147,24 @@ class SharpenService:
         settings = TorchDiffusionSettings(load=load, cache=section.torch_cache, n_ctx=section.n_ctx)
         return TorchDiffusionBackend(folder, settings)
 
-    def diffusion_settings(self, **overrides: object) -> DiffusionSettings:
+    def diffusion_settings(self, **overrides: Any) -> DiffusionSettings:
         """The configured draft settings, with any non-None overrides (from the CLI or the UI) applied."""
         section = self.config.diffusion
-        values: dict[str, object] = {
-            "steps": section.steps,
-            "schedule": section.schedule,
-            "block_length": section.block_length,
-            "threshold": section.threshold or None,
-            "algorithm": section.algorithm,
-            "eos": section.eos,
-            "spacing": section.spacing,
-            "temperature": section.temperature,
-            "top_k": section.top_k,
-            "top_p": section.top_p,
-            "seed": section.seed,
-        }
-        values.update({key: value for key, value in overrides.items() if value is not None})
-        if values["threshold"] == 0:
-            values["threshold"] = None
-        return DiffusionSettings(**values)  # type: ignore[arg-type]
+        configured = DiffusionSettings(
+            steps=section.steps,
+            schedule=section.schedule,
+            block_length=section.block_length,
+            threshold=section.threshold or None,
+            algorithm=section.algorithm,
+            eos=section.eos,
+            spacing=section.spacing,
+            temperature=section.temperature,
+            top_k=section.top_k,
+            top_p=section.top_p,
+            seed=section.seed,
+        )
+        settings = replace(configured, **{key: value for key, value in overrides.items() if value is not None})
+        return replace(settings, threshold=None) if settings.threshold == 0 else settings
 
     # ----- routing -------------------------------------------------------------------------------
 
@@ -183,13 +182,17 @@ class SharpenService:
     def present_engines(self) -> dict[EngineName, str]:
         """Engine -> model name, for the engines whose model file is present."""
         present: dict[EngineName, str] = {}
-        for engine, name in (("ar", self.config.models.complete), ("diffusion", self.config.models.draft)):
+        configured: tuple[tuple[EngineName, str], ...] = (
+            ("ar", self.config.models.complete),
+            ("diffusion", self.config.models.draft),
+        )
+        for engine, name in configured:
             if not name.strip():
                 continue
             try:
                 path = self.resolve(name).path
                 if path.is_file() or (engine == "diffusion" and is_checkpoint_folder(path)):
-                    present[engine] = name  # type: ignore[index]
+                    present[engine] = name
             except ModelError:
                 continue
         return present
@@ -214,7 +217,7 @@ class SharpenService:
         try:
             return decide(
                 request, profile, self.present_engines(), self.base_plan(base), policy or self.config.router.policy
-            )  # type: ignore[arg-type]
+            )
         except NoEngineAvailable as error:
             raise RoutingError(str(error)) from None
 
@@ -322,19 +325,23 @@ class SharpenService:
 
     def use_model(self, role: str, name: str, *, force: bool = False) -> None:
         """Point a role ("complete" or "draft") at a model, in the config file and in this session."""
+        # A missing, corrupt or wrong-kind file fails here, before the config changes.
+        self.check_model(role, name, fit=not force)
+        self._set_model(role, name)
+
+    def check_model(self, role: str, name: str, *, fit: bool = True) -> ResolvedModel:
+        """The model `name` resolved, read and checked for `role`; a ModelError says what is wrong."""
         if role not in ("complete", "draft"):
             raise ConfigError(f"unknown role {role!r}: use complete or draft")
-        # A missing, corrupt or wrong-kind file fails here, before the config changes.
         model = self.resolve(name)
         path = model.path
-        if model.entry is not None and not force:
+        if model.entry is not None and fit:
             self._require_fit(model.entry, action=f"use {name}", override="`--force` uses it anyway.")
         if is_checkpoint_folder(path):
             if role != "draft":
                 raise UnsupportedModel(path, "is a diffusion checkpoint", "Completions need an autoregressive GGUF.")
             inspect_checkpoint(path)
-            self._set_model(role, name)
-            return
+            return model
         info = inspect_gguf(path)
         if role == "draft":
             check_diffusion_gguf(info)
@@ -342,15 +349,16 @@ class SharpenService:
             raise UnsupportedModel(
                 info.path, f"is a diffusion model ({info.architecture})", "Completions need an autoregressive model."
             )
-        self._set_model(role, name)
+        return model
 
     def _set_model(self, role: str, name: str) -> None:
         set_value(self.paths.config_file, f"models.{role}", name)
         with self._engine_lock:
-            self.config = replace(self.config, models=replace(self.config.models, **{role: name}))
             if role == "complete":
+                self.config = replace(self.config, models=replace(self.config.models, complete=name))
                 self._completion_engine = None
             else:
+                self.config = replace(self.config, models=replace(self.config.models, draft=name))
                 self._draft_engine = None
 
     # ----- models --------------------------------------------------------------------------------

@@ -29,6 +29,34 @@ def _field(reader: GGUFReader, key: str) -> object:
     return None if field is None else field.contents()
 
 
+def _int(reader: GGUFReader, key: str) -> int:
+    value = _field(reader, key)
+    if not isinstance(value, int):
+        raise TypeError(f"GGUF field {key} is {value!r}, not an integer")
+    return value
+
+
+def _float(reader: GGUFReader, key: str) -> float:
+    value = _field(reader, key)
+    if not isinstance(value, int | float):
+        raise TypeError(f"GGUF field {key} is {value!r}, not a number")
+    return float(value)
+
+
+def _strings(reader: GGUFReader, key: str) -> list[str]:
+    value = _field(reader, key)
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise TypeError(f"GGUF field {key} is not an array of strings")
+    return value
+
+
+def _ints(reader: GGUFReader, key: str) -> list[int]:
+    value = _field(reader, key)
+    if not isinstance(value, list) or not all(isinstance(item, int) for item in value):
+        raise TypeError(f"GGUF field {key} is not an array of integers")
+    return value
+
+
 def _tensors(reader: GGUFReader) -> dict[str, np.ndarray]:
     return {t.name: np.ascontiguousarray(dequantize(t.data, t.tensor_type), dtype=np.float32) for t in reader.tensors}
 
@@ -36,9 +64,9 @@ def _tensors(reader: GGUFReader) -> dict[str, np.ndarray]:
 def _write_tokenizer(reader: GGUFReader, folder: Path, bos: str, eos: str) -> None:
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
-    tokens = list(_field(reader, "tokenizer.ggml.tokens"))  # type: ignore[arg-type]
-    kinds = list(_field(reader, "tokenizer.ggml.token_type"))  # type: ignore[arg-type]
-    merges = [tuple(m.split(" ", 1)) for m in _field(reader, "tokenizer.ggml.merges")]  # type: ignore[union-attr]
+    tokens = _strings(reader, "tokenizer.ggml.tokens")
+    kinds = _ints(reader, "tokenizer.ggml.token_type")
+    merges = [(left, right) for left, right in (m.split(" ", 1) for m in _strings(reader, "tokenizer.ggml.merges"))]
     tokenizer = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
@@ -83,13 +111,13 @@ def dream_from_smollm2(source: Path, folder: Path) -> Path:
         "architectures": ["DreamModel"],
         "model_type": "Dream",
         "hidden_size": tensors["token_embd.weight"].shape[1],
-        "num_attention_heads": int(_field(reader, "llama.attention.head_count")),  # type: ignore[arg-type]
-        "num_key_value_heads": int(_field(reader, "llama.attention.head_count_kv")),  # type: ignore[arg-type]
+        "num_attention_heads": _int(reader, "llama.attention.head_count"),
+        "num_key_value_heads": _int(reader, "llama.attention.head_count_kv"),
         "num_hidden_layers": _layer_count(tensors),
         "intermediate_size": tensors["blk.0.ffn_gate.weight"].shape[0],
         "vocab_size": tensors["token_embd.weight"].shape[0],
-        "rope_theta": float(_field(reader, "llama.rope.freq_base")),  # type: ignore[arg-type]
-        "rms_norm_eps": float(_field(reader, "llama.attention.layer_norm_rms_epsilon")),  # type: ignore[arg-type]
+        "rope_theta": _float(reader, "llama.rope.freq_base"),
+        "rms_norm_eps": _float(reader, "llama.attention.layer_norm_rms_epsilon"),
         "tie_word_embeddings": "output.weight" not in tensors,
         "mask_token_id": MASK_TOKEN_ID,
         "max_position_embeddings": 2048,
@@ -105,8 +133,8 @@ def llada_from_sharpen_draft(source: Path, folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     reader = GGUFReader(source)
     tensors = _tensors(reader)
-    heads = int(_field(reader, "llama.attention.head_count"))  # type: ignore[arg-type]
-    eos_id = int(_field(reader, "tokenizer.ggml.eos_token_id"))  # type: ignore[arg-type]
+    heads = _int(reader, "llama.attention.head_count")
+    eos_id = _int(reader, "tokenizer.ggml.eos_token_id")
     config = {
         "architectures": ["LLaDAModelLM"],
         "model_type": "llada",
@@ -116,14 +144,14 @@ def llada_from_sharpen_draft(source: Path, folder: Path) -> Path:
         "n_layers": _layer_count(tensors),
         "mlp_hidden_size": tensors["blk.0.ffn_gate.weight"].shape[0],
         "vocab_size": tensors["token_embd.weight"].shape[0],
-        "rope_theta": float(_field(reader, "llama.rope.freq_base")),  # type: ignore[arg-type]
-        "rms_norm_eps": float(_field(reader, "llama.attention.layer_norm_rms_epsilon")),  # type: ignore[arg-type]
+        "rope_theta": _float(reader, "llama.rope.freq_base"),
+        "rms_norm_eps": _float(reader, "llama.attention.layer_norm_rms_epsilon"),
         "weight_tying": "output.weight" not in tensors,
-        "mask_token_id": int(_field(reader, "tokenizer.ggml.mask_token_id")),  # type: ignore[arg-type]
-        "max_sequence_length": int(_field(reader, "llama.context_length")),  # type: ignore[arg-type]
+        "mask_token_id": _int(reader, "tokenizer.ggml.mask_token_id"),
+        "max_sequence_length": _int(reader, "llama.context_length"),
         "eos_token_id": eos_id,
     }
     _write_weights(tensors, config, folder)
-    eos = list(_field(reader, "tokenizer.ggml.tokens"))[eos_id]  # type: ignore[arg-type]
+    eos = _strings(reader, "tokenizer.ggml.tokens")[eos_id]
     _write_tokenizer(reader, folder, eos, eos)
     return folder

@@ -15,6 +15,7 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -24,13 +25,13 @@ from stand_in import write_stand_in
 from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
 from engines.diffusion.settings import DiffusionSettings
-from engines.events import Done
+from engines.events import Done, Event
 from engines.llama_ar import LlamaAREngine, LlamaSettings
 from models.catalogue import resolve_model
 from router.calibration import CalibrationSizes, calibrate
 from router.cost import DiffusionPlan
 from router.policy import decide, diffusion_plan
-from router.request import EngineName, Kind, Request
+from router.request import ENGINES, EngineName, Kind, Request
 
 OUT = Path(__file__).resolve().parent / "out"
 DOCUMENTS = Path(__file__).resolve().parent / "data" / "documents.txt"
@@ -42,8 +43,8 @@ INSTRUCTIONS = [
 ]
 
 
-def finish(events: object) -> None:
-    for event in events:  # type: ignore[attr-defined]
+def finish(events: Iterable[Event]) -> None:
+    for event in events:
         if isinstance(event, Done):
             return
 
@@ -115,9 +116,9 @@ def main() -> None:
         else:
             finish(diffusion.draft(instruction, n, settings))
         measured["diffusion"] = time.perf_counter() - t0
-        for engine in ("ar", "diffusion"):
-            estimate = route.estimates[engine].seconds  # type: ignore[index]
-            errors[engine].append(abs(estimate - measured[engine]) / measured[engine])  # type: ignore[index]
+        for engine in ENGINES:
+            estimate = route.estimates[engine].seconds
+            errors[engine].append(abs(estimate - measured[engine]) / measured[engine])
         chosen_total += measured[route.engine]
         best_total += min(measured.values())
         print(
@@ -129,8 +130,8 @@ def main() -> None:
         f"\nregret of `fastest`: {regret * 100:.1f}% (chosen {chosen_total:.1f} s against best {best_total:.1f} s; "
         "target <= 10%)"
     )
-    for engine in ("ar", "diffusion"):
-        print(f"median estimate error, {engine}: {statistics.median(errors[engine]) * 100:.1f}% (target <= 25%)")  # type: ignore[index]
+    for engine in ENGINES:
+        print(f"median estimate error, {engine}: {statistics.median(errors[engine]) * 100:.1f}% (target <= 25%)")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fixture_models import write_tiny_model
 from machine import describe_machine
+from rich.text import Text
 from stand_in import write_stand_in
 from textual import events
 
@@ -33,6 +34,7 @@ from app.config import Config, DiffusionSection, ModelsSection, RouterSection, U
 from app.paths import sharpen_paths
 from app.service import SharpenService
 from models.catalogue import resolve_model
+from router.request import Quality
 from ui.app import SharpenApp
 from ui.refinement import RefinementView
 
@@ -40,7 +42,7 @@ OUT = Path(__file__).resolve().parent / "out"
 TOKENS = 256
 
 
-def config_for(model: Path, quality: str) -> Config:
+def config_for(model: Path, quality: Quality) -> Config:
     return dataclasses.replace(
         Config(),
         models=ModelsSection(draft=str(model)),
@@ -51,16 +53,16 @@ def config_for(model: Path, quality: str) -> Config:
     )
 
 
-async def measure(model: Path, quality: str, keystrokes: int) -> tuple[list[float], float, int]:
+async def measure(model: Path, quality: Quality, keystrokes: int) -> tuple[list[float], float, int]:
     app = SharpenApp(SharpenService(config_for(model, quality), sharpen_paths()))
     frames: list[float] = []
     render = RefinementView.render
 
-    def counting_render(view: RefinementView):  # type: ignore[no-untyped-def]
+    def counting_render(self: RefinementView) -> Text:
         frames.append(time.perf_counter())
-        return render(view)
+        return render(self)
 
-    RefinementView.render = counting_render  # type: ignore[method-assign]
+    RefinementView.render = counting_render  # type: ignore[method-assign]  # counts the view's frames; restored below
     latencies: list[float] = []
     try:
         async with app.run_test(size=(100, 30)) as pilot:
@@ -87,7 +89,7 @@ async def measure(model: Path, quality: str, keystrokes: int) -> tuple[list[floa
             elapsed = time.perf_counter() - started
             passes = len(app.draft.passes)
     finally:
-        RefinementView.render = render  # type: ignore[method-assign]
+        RefinementView.render = render  # type: ignore[method-assign]  # the original render back
     during = [f for f in frames if started <= f <= started + elapsed]
     return latencies, len(during) / elapsed, passes
 
@@ -110,10 +112,11 @@ def main() -> None:
         stand_in = write_stand_in(
             resolve_model("smollm2-135m-instruct").path, OUT / "smollm2-cacheable.gguf", arch="llama", causal=False
         )
-        for name, model, quality, keys in (
+        runs: tuple[tuple[str, Path, Quality, int], ...] = (
             ("tiny model, N=256, K=N/2", tiny, "best", 60),
             ("135M stand-in, N=256, K=N/4", stand_in, "balanced", 60),
-        ):
+        )
+        for name, model, quality, keys in runs:
             latencies, fps, passes = asyncio.run(measure(model, quality, keys))
             report(name, latencies, fps, passes)
 

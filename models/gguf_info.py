@@ -96,8 +96,9 @@ def _fim_tokens(meta: dict[str, Any]) -> FimTokens | None:
     # Newer converters write fim_*; older ones prefix/suffix/middle.
     for pre, suf, mid in (("fim_pre", "fim_suf", "fim_mid"), ("prefix", "suffix", "middle")):
         ids = [meta.get(f"tokenizer.ggml.{key}_token_id") for key in (pre, suf, mid)]
-        if all(isinstance(i, int) for i in ids):
-            return FimTokens(*ids)
+        found = [i for i in ids if isinstance(i, int)]
+        if len(found) == len(ids):
+            return FimTokens(*found)
     return None
 
 

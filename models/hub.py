@@ -80,7 +80,7 @@ ProgressCallback = Callable[[PullProgress], None]
 def _progress_class(callback: ProgressCallback, model: str, file: str, index: int, count: int) -> type:
     from tqdm.auto import tqdm
 
-    class Progress(tqdm):  # type: ignore[misc, type-arg]
+    class Progress(tqdm):
         """huggingface_hub's byte counter, turned into PullProgress events (and no terminal output)."""
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -9,9 +9,14 @@ and torch tensors alike.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-T = TypeVar("T")  # numpy.ndarray or torch.Tensor
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+# Constrained rather than bound: each function below is checked once for numpy arrays, once for tensors.
+T = TypeVar("T", "np.ndarray", "torch.Tensor")
 
 GGUF_TOP_NAMES = {
     "embed.weight": "token_embd.weight",
@@ -36,14 +41,14 @@ GGUF_BLOCK_NAMES = {
 
 def ggml_rope_rows(weight: T, heads: int) -> T:
     """Hugging Face's rotate_half row order -> ggml's interleaved rotary pairs."""
-    rows, columns = weight.shape  # type: ignore[attr-defined]
-    return weight.reshape(heads, 2, rows // heads // 2, columns).swapaxes(1, 2).reshape(rows, columns)  # type: ignore[attr-defined]
+    rows, columns = weight.shape
+    return weight.reshape(heads, 2, rows // heads // 2, columns).swapaxes(1, 2).reshape(rows, columns)
 
 
 def hf_rope_rows(weight: T, heads: int) -> T:
     """ggml's interleaved rotary pairs -> Hugging Face's rotate_half row order (the inverse)."""
-    rows, columns = weight.shape  # type: ignore[attr-defined]
-    return weight.reshape(heads, rows // heads // 2, 2, columns).swapaxes(1, 2).reshape(rows, columns)  # type: ignore[attr-defined]
+    rows, columns = weight.shape
+    return weight.reshape(heads, rows // heads // 2, 2, columns).swapaxes(1, 2).reshape(rows, columns)
 
 
 def gguf_name(ours: str) -> str:

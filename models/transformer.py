@@ -54,6 +54,8 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 class Rotary(nn.Module):
+    inverse: torch.Tensor  # a buffer, registered in __init__
+
     def __init__(self, head_dim: int, theta: float) -> None:
         super().__init__()
         inverse = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import platform
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -12,7 +12,7 @@ import numpy as np
 
 from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.settings import DiffusionSettings
-from engines.events import Done, DraftStats, GenerationStats
+from engines.events import Done, DraftStats, Event, GenerationStats
 from engines.llama_ar import LlamaAREngine
 from router.profile import ArCosts, CostProfile, DeviceClass, DiffusionCosts, default_profile
 
@@ -37,9 +37,9 @@ class CalibrationSizes:
 QUICK = CalibrationSizes(prompt_tokens=64, decode_tokens=16, canvas_sizes=(16, 32), threshold_tokens=16, repeats=1)
 
 
-def _done(events: object) -> Done:
+def _done(events: Iterable[Event]) -> Done:
     last = None
-    for last in events:  # type: ignore[attr-defined]  # noqa: B007
+    for last in events:  # noqa: B007
         pass
     assert isinstance(last, Done)
     return last

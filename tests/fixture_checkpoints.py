@@ -154,7 +154,7 @@ def write_tokenizer(folder: Path) -> None:
 
     source = smollm2_tokenizer()
     vocab = {token: index for index, token in enumerate(source.tokens)}
-    merges = [tuple(merge.split(" ", 1)) for merge in source.merges]
+    merges = [(left, right) for left, right in (merge.split(" ", 1) for merge in source.merges)]
     tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges))
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
         [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]

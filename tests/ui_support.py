@@ -5,20 +5,33 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 from app.config import Config, DiffusionSection, ModelsSection, RouterSection, UiSection
+from router.request import Quality
 from ui.app import SharpenApp
 
 AppFactory = Callable[..., SharpenApp]
 
 
-def make_config(draft_model: Path | None = None, quality: str = "balanced", **ui: object) -> Config:
+class UiOverrides(TypedDict, total=False):
+    """UiSection's fields, any of which a test may set."""
+
+    autocomplete: bool
+    debounce_ms: int
+    suggestion_tokens: int
+    max_chars_right_of_cursor: int
+    autosave_s: float
+
+
+def make_config(draft_model: Path | None = None, quality: Quality = "balanced", **ui: Unpack[UiOverrides]) -> Config:
     config = Config()
+    overrides: UiOverrides = {"debounce_ms": 50, **ui}
     return dataclasses.replace(
         config,
         models=ModelsSection(complete="smollm2-135m-instruct", draft=str(draft_model) if draft_model else ""),
         # "quality" sends every draft of 30 tokens or more to diffusion whatever this machine's costs.
         router=RouterSection(policy="quality", quality=quality, latency_budget_s=0.0),
         diffusion=DiffusionSection(tokens=48, block_length=16),
-        ui=dataclasses.replace(UiSection(), **{"debounce_ms": 50, **ui}),  # type: ignore[arg-type]
+        ui=dataclasses.replace(UiSection(), **overrides),
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +17,7 @@ from textual.actions import SkipAction
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import Footer
 
 from app.config import KeysSection, settings_registry
@@ -25,7 +26,7 @@ from app.service import SharpenError, SharpenService
 from engines.cancel import CancelToken
 from engines.diffusion.settings import DiffusionSettings
 from engines.diffusion.trace import Trace, TraceError, load_trace
-from engines.events import Done, DraftStats, Pass, Token
+from engines.events import Done, DraftStats, Event, Pass, Token
 from router.request import Kind, Request, Route, approximate_tokens
 from ui.draft_panel import DraftPanel
 from ui.editor import SharpenEditor
@@ -96,7 +97,7 @@ class SharpenApp(App[None]):
         self.draft: DraftRun | None = None
         self.last_trace: Trace | None = None
         self._complete_cancel = CancelToken()
-        self._debounce = None
+        self._debounce: Timer | None = None
         self._complete_failed = False
 
     # ----- layout and start-up -------------------------------------------------------------------
@@ -289,7 +290,7 @@ class SharpenApp(App[None]):
             output_tokens=tokens,
             prompt_tokens=approximate_tokens(prompt),
             suffix_tokens=approximate_tokens(after),
-            quality=self.service.config.router.quality,  # type: ignore[arg-type]
+            quality=self.service.config.router.quality,
         )
         try:
             route = self.service.route(request)
@@ -309,6 +310,7 @@ class SharpenApp(App[None]):
     def _refine(self, run: DraftRun, after: str, tokens: int) -> None:
         service, cancel = self.service, run.cancel
         try:
+            events: Iterator[Event]
             if run.route.engine == "diffusion":
                 events = (
                     service.draft(run.prompt, tokens, run.settings, cancel=cancel)
@@ -388,8 +390,8 @@ class SharpenApp(App[None]):
         if run.passes:
             self.panel.view.current = run.passes[-1]
         stats = message.done.stats
-        if isinstance(stats, DraftStats):
-            self.last_trace = self.service.build_trace(run.prompt, run.kind, run.settings, run.passes, message.done)  # type: ignore[arg-type]
+        if isinstance(stats, DraftStats) and run.settings is not None:
+            self.last_trace = self.service.build_trace(run.prompt, run.kind, run.settings, run.passes, message.done)
             tokens, passes = stats.generated_tokens, stats.passes
         else:
             tokens, passes = stats.generated_tokens, 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from textual.actions import SkipAction
 from textual.binding import Binding
@@ -30,8 +31,8 @@ class SharpenEditor(TextArea):
             self.prefix = prefix
             self.suffix = suffix
 
-    def __init__(self, text: str = "", *, max_chars_right: int = 8, **kwargs: object) -> None:
-        super().__init__(text, soft_wrap=True, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, text: str = "", *, max_chars_right: int = 8, **kwargs: Any) -> None:
+        super().__init__(text, soft_wrap=True, **kwargs)
         self.cache = SuggestionCache()
         self.autocomplete = True
         self.max_chars_right = max_chars_right

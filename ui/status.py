@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from rich.text import Text
 from textual.reactive import reactive
@@ -22,8 +23,8 @@ class StatusInfo:
     state: str = "ready"
     autocomplete: bool = True
 
-    def but(self, **changes: object) -> StatusInfo:
-        return replace(self, **changes)  # type: ignore[arg-type]
+    def but(self, **changes: Any) -> StatusInfo:
+        return replace(self, **changes)
 
 
 class StatusBar(Widget):

@@ -41,6 +41,9 @@ class DraftBackend(DiffusionBackend, Protocol):
 
     backend: str
     model_path: Path
+    # Whether passes reuse stored keys and values for the positions before the window (a Fast-dLLM prefix
+    # or dual cache): the router's cost model then charges a pass for the window on, not the whole sequence.
+    uses_prefix_cache: bool
 
     @property
     def description(self) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from gguf import GGMLQuantizationType, GGUFWriter, LlamaFileType
@@ -25,11 +26,14 @@ from models.hf_checkpoint import TransformerSpec, expected_tensors
 from models.layouts import to_gguf
 from models.training.tokenizer import CHAT_TEMPLATE, gguf_vocabulary, special_ids
 
+if TYPE_CHECKING:
+    from models.training.model import ModelShape  # imports torch, which writing a GGUF does not need
+
 ARCH = "llama"
 
 
 def export_gguf(
-    state: dict[str, np.ndarray], shape: object, tokenizer: Tokenizer, path: Path, *, q8: bool, name: str
+    state: dict[str, np.ndarray], shape: ModelShape, tokenizer: Tokenizer, path: Path, *, q8: bool, name: str
 ) -> Path:
     """`state`: the model's weights as float32 numpy arrays by torch name; `shape`: its ModelShape."""
     ids = special_ids(tokenizer)
@@ -37,16 +41,16 @@ def export_gguf(
     path.parent.mkdir(parents=True, exist_ok=True)
     writer = GGUFWriter(str(path), ARCH)
     writer.add_name(name)
-    writer.add_context_length(shape.max_positions)  # type: ignore[attr-defined]
-    writer.add_embedding_length(shape.width)  # type: ignore[attr-defined]
-    writer.add_block_count(shape.layers)  # type: ignore[attr-defined]
-    writer.add_feed_forward_length(shape.ffn)  # type: ignore[attr-defined]
-    writer.add_head_count(shape.heads)  # type: ignore[attr-defined]
-    writer.add_head_count_kv(shape.heads)  # type: ignore[attr-defined]
-    writer.add_layer_norm_rms_eps(shape.norm_eps)  # type: ignore[attr-defined]
-    writer.add_rope_dimension_count(shape.head_dim)  # type: ignore[attr-defined]
-    writer.add_rope_freq_base(shape.rope_base)  # type: ignore[attr-defined]
-    writer.add_vocab_size(shape.vocab_size)  # type: ignore[attr-defined]
+    writer.add_context_length(shape.max_positions)
+    writer.add_embedding_length(shape.width)
+    writer.add_block_count(shape.layers)
+    writer.add_feed_forward_length(shape.ffn)
+    writer.add_head_count(shape.heads)
+    writer.add_head_count_kv(shape.heads)
+    writer.add_layer_norm_rms_eps(shape.norm_eps)
+    writer.add_rope_dimension_count(shape.head_dim)
+    writer.add_rope_freq_base(shape.rope_base)
+    writer.add_vocab_size(shape.vocab_size)
     writer.add_file_type(LlamaFileType.MOSTLY_Q8_0 if q8 else LlamaFileType.ALL_F32)
     writer.add_bool(f"{ARCH}.attention.causal", False)
     writer.add_bool("diffusion.shift_logits", False)
@@ -74,8 +78,8 @@ def export_gguf(
     return path
 
 
-def _tensors(state: dict[str, np.ndarray], shape: object) -> dict[str, np.ndarray]:
-    heads = shape.heads  # type: ignore[attr-defined]
+def _tensors(state: dict[str, np.ndarray], shape: ModelShape) -> dict[str, np.ndarray]:
+    heads = shape.heads
     tensors = to_gguf(state, heads, heads, ggml_rope=True)
     return {name: np.ascontiguousarray(array, dtype=np.float32) for name, array in tensors.items()}
 

@@ -55,9 +55,10 @@ def load_tokenizer(path: Path) -> Tokenizer:
 
 def special_ids(tokenizer: Tokenizer) -> SpecialIds:
     ids = [tokenizer.token_to_id(t) for t in SPECIALS]
-    if any(i is None for i in ids):
+    found = [i for i in ids if i is not None]
+    if len(found) < len(ids):
         raise ValueError("the tokenizer lacks Sharpen's special tokens")
-    return SpecialIds(*ids)  # type: ignore[arg-type]
+    return SpecialIds(*found)
 
 
 def gguf_vocabulary(tokenizer: Tokenizer) -> tuple[list[str], list[int], list[str]]:
@@ -71,7 +72,8 @@ def gguf_vocabulary(tokenizer: Tokenizer) -> tuple[list[str], list[int], list[st
     return tokens, types, merges
 
 
-def _merges(tokenizer: Tokenizer) -> list[object]:
+def _merges(tokenizer: Tokenizer) -> list[str | list[str]]:
+    """The merges as tokenizer.json stores them: ["a", "b"] pairs (older files: "a b" strings)."""
     import json
 
     return json.loads(tokenizer.to_str())["model"]["merges"]

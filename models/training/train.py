@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import csv
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -79,7 +80,7 @@ class TrainingReport:
     gguf: Path
 
 
-def run(plan: TrainingPlan, log: object = print) -> TrainingReport:
+def run(plan: TrainingPlan, log: Callable[[str], object] = print) -> TrainingReport:
     torch.manual_seed(plan.seed)
     pairs = load_pairs(plan.data)
     train_pairs = [p for p in pairs if not is_held_out(p)]

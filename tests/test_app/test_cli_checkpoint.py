@@ -48,3 +48,14 @@ def test_a_broken_checkpoint_is_refused_before_the_config_changes(llada_checkpoi
     service.use_model("draft", str(llada_checkpoint))
     assert load_config(sharpen_paths().config_file).models.draft == str(llada_checkpoint)
     assert service.draft_engine().info().backend == "torch"
+
+
+def test_calibrate_with_a_checkpoint_folder(llada_checkpoint: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The torch backend answers what calibration asks of every draft backend (it once had no
+    `uses_prefix_cache`, and `sharpen calibrate` ended in an AttributeError)."""
+    assert main(["config", "set", "models.draft", str(llada_checkpoint)]) == 0
+    assert main(["config", "set", "diffusion.torch_cache", "prefix"]) == 0
+    capsys.readouterr()
+    assert main(["calibrate", "--quick"]) == 0
+    profile = capsys.readouterr().out
+    assert 'model = "tiny-llada-hf"' in profile and "prefix_cache = true" in profile

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -13,14 +14,14 @@ from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
 from engines.diffusion.settings import DiffusionSettings
 from engines.errors import EmptyPromptError, PromptTooLongError
-from engines.events import Done, DraftStats, Pass
+from engines.events import Done, DraftStats, Event, Pass
 from models.errors import UnsupportedModel
 
 GREEDY = DiffusionSettings(steps=16, block_length=16)
 
 
-def drive(events: object) -> tuple[list[Pass], Done]:
-    collected = list(events)  # type: ignore[call-overload]
+def drive(events: Iterable[Event]) -> tuple[list[Pass], Done]:
+    collected = list(events)
     done = collected[-1]
     assert isinstance(done, Done) and isinstance(done.stats, DraftStats)
     return [e for e in collected if isinstance(e, Pass)], done
@@ -43,6 +44,7 @@ def raw_rows(backend: LlamaDiffusionBackend, tokens: list[int], lo: int, hi: int
 
 
 def test_metadata_is_honoured(llada: DiffusionEngine, dream: DiffusionEngine) -> None:
+    assert isinstance(llada.backend, LlamaDiffusionBackend) and isinstance(dream.backend, LlamaDiffusionBackend)
     assert llada.backend.mask_token_id == MASK_ID == dream.backend.mask_token_id
     assert llada.backend.shift == 0 and dream.backend.shift == 1
     assert not llada.backend.uses_prefix_cache, "llama.cpp builds its diffusion architectures without a KV cache"
@@ -55,6 +57,7 @@ def test_metadata_is_honoured(llada: DiffusionEngine, dream: DiffusionEngine) ->
 def test_logit_rows_line_up_with_positions(engine_name: str, request: pytest.FixtureRequest) -> None:
     engine: DiffusionEngine = request.getfixturevalue(engine_name)
     backend = engine.backend
+    assert isinstance(backend, LlamaDiffusionBackend)
     tokens = engine.draft_prompt("Hello there", 8).prompt + [MASK_ID] * 8
     start = len(tokens) - 8
     rows = backend.logits(np.array(tokens), start, start + 8, start)
@@ -83,8 +86,9 @@ def test_threshold_takes_fewer_passes_than_fixed_steps(confident_llada_path: Pat
     engine = DiffusionEngine(LlamaDiffusionBackend(confident_llada_path), "confident")
     _, fixed = drive(engine.draft("Hello", 32, DiffusionSettings(steps=32, block_length=16)))
     _, adaptive = drive(engine.draft("Hello", 32, DiffusionSettings(threshold=0.9, block_length=16)))
-    assert fixed.stats.passes == 32  # type: ignore[union-attr]
-    assert adaptive.stats.passes == 2  # type: ignore[union-attr]  one pass per block: everything is confident
+    assert isinstance(fixed.stats, DraftStats) and isinstance(adaptive.stats, DraftStats)
+    assert fixed.stats.passes == 32
+    assert adaptive.stats.passes == 2  # one pass per block: everything is confident
     assert adaptive.text == fixed.text == " the" * 32
 
 
@@ -108,13 +112,14 @@ def test_infill_conditions_on_both_sides_and_keeps_them(llada: DiffusionEngine) 
         seen.append(sequence.copy())
         return original(sequence, start, end, stable)
 
-    backend.logits = spy  # type: ignore[method-assign]
+    backend.logits = spy  # type: ignore[method-assign]  # a spy on the backend, deleted below
     try:
         _, done = drive(llada.infill("Dear Sam,", " Best wishes, Ana", 12, GREEDY))
         _, other = drive(llada.infill("Dear Sam,", " Kind regards from all of us", 12, GREEDY))
     finally:
         del backend.logits
-    first_run = seen[: done.stats.passes]  # type: ignore[union-attr]
+    assert isinstance(done.stats, DraftStats)
+    first_run = seen[: done.stats.passes]
     n_prompt, n_suffix = len(layout.prompt), len(layout.suffix)
     for sequence in first_run:
         assert list(sequence[:n_prompt]) == layout.prompt
@@ -150,11 +155,11 @@ def test_prefix_cache_decodes_less_and_full_path_matches_llada(
     decoded: list[int] = []
     original = cached._decode
 
-    def counting(tokens_: list[int], position: int, lo: int | None, hi: int | None) -> np.ndarray:
-        decoded.append(len(tokens_))
-        return original(tokens_, position, lo, hi)
+    def counting(tokens: list[int], position: int, row_lo: int | None, row_hi: int | None) -> np.ndarray:
+        decoded.append(len(tokens))
+        return original(tokens, position, row_lo, row_hi)
 
-    cached._decode = counting  # type: ignore[method-assign]
+    cached._decode = counting  # type: ignore[method-assign]  # counts the tokens each decode evaluates
     engine = DiffusionEngine(cached, "cached")
     passes, _ = drive(engine.sampler.generate(list(tokens[:p]), 64, DiffusionSettings(steps=16, block_length=16)))
     assert len(passes) == 16

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -12,15 +14,22 @@ from engines.cancel import CancelToken
 from engines.diffusion.sampler import DiffusionSampler, spaced
 from engines.diffusion.schedule import even_split, timestep_commits
 from engines.diffusion.scoring import propose
-from engines.diffusion.settings import DiffusionSettings
+from engines.diffusion.settings import DiffusionSettings, EosRule
 from engines.errors import InvalidRequestError
 from engines.events import Done, DraftStats, Pass
 
 PROMPT = [0, 1, 2]
 
 
-def run(backend: ScriptedBackend, length: int, settings: DiffusionSettings, **kw: object) -> tuple[list[Pass], Done]:
-    events = list(DiffusionSampler(backend).generate(PROMPT, length, settings, **kw))  # type: ignore[arg-type]
+def run(
+    backend: ScriptedBackend,
+    length: int,
+    settings: DiffusionSettings,
+    *,
+    suffix: Sequence[int] = (),
+    cancel: CancelToken | None = None,
+) -> tuple[list[Pass], Done]:
+    events = list(DiffusionSampler(backend).generate(PROMPT, length, settings, suffix=suffix, cancel=cancel))
     done = events[-1]
     assert isinstance(done, Done) and isinstance(done.stats, DraftStats)
     passes = [e for e in events[:-1] if isinstance(e, Pass)]
@@ -57,7 +66,7 @@ def test_margin_and_entropy_rules_prefer_peaked_positions() -> None:
     table[0, 3], table[0, 4] = np.log(0.5), np.log(0.01)
     table[1, 3], table[1, 4] = np.log(0.5), np.log(0.45)
     for algorithm in ("margin", "entropy"):
-        backend = ScriptedBackend(lambda _s, start, end, t=table: t[start - 3 : end - 3])
+        backend = ScriptedBackend(lambda _s, start, end: table[start - 3 : end - 3])
         passes, _ = run(backend, 2, DiffusionSettings(steps=2, block_length=2, algorithm=algorithm))
         assert passes[0].committed == (0,), algorithm
 
@@ -149,6 +158,7 @@ def test_in_order_eos_is_committed_only_where_the_text_has_reached() -> None:
         DiffusionSettings(steps=6, block_length=6, eos="in_order"),
     )
     assert [p.committed[0] for p in passes] == [1, 0, 2]  # text first, then the end where the text reached
+    assert isinstance(done.stats, DraftStats)
     assert done.text == "bc" and done.stats.finish_reason == "eos" and done.stats.passes == 3
     # Under a threshold, confident end-of-text beyond the first mask waits too.
     passes, done = run(
@@ -227,7 +237,8 @@ def test_bad_settings_are_refused_clearly() -> None:
     with pytest.raises(InvalidRequestError, match="threshold must be in"):
         list(sampler.generate(PROMPT, 8, DiffusionSettings(threshold=1.5)))
     with pytest.raises(InvalidRequestError, match="algorithm must be one of"):
-        list(sampler.generate(PROMPT, 8, DiffusionSettings(algorithm="best")))  # type: ignore[arg-type]
+        unknown = DiffusionSettings(algorithm="best")  # type: ignore[arg-type]  # not an Algorithm, on purpose
+        list(sampler.generate(PROMPT, 8, unknown))
 
 
 @settings(max_examples=60, deadline=None)
@@ -307,12 +318,13 @@ def test_spacing_keeps_neighbours_out_of_the_same_pass() -> None:
 
 def test_spacing_keeps_the_end_of_text_rules() -> None:
     # A neighbour that spacing passed over still comes before end-of-text that a rule holds back.
-    for eos, targets in (("in_order", [1, 2, EOS, EOS]), ("last", [1, 2, EOS, EOS])):
+    cases: tuple[tuple[EosRule, list[int]], ...] = (("in_order", [1, 2, EOS, EOS]), ("last", [1, 2, EOS, EOS]))
+    for eos, targets in cases:
         conf = [0.8, 0.7, 0.99, 0.99]
         passes, done = run(
             ScriptedBackend(fixed_script(targets, conf, len(PROMPT))),
             4,
-            DiffusionSettings(steps=2, block_length=4, eos=eos, spacing=1),  # type: ignore[arg-type]
+            DiffusionSettings(steps=2, block_length=4, eos=eos, spacing=1),
         )
         assert sorted(passes[0].committed) == [0, 1], eos
         assert done.text == "bc"

@@ -16,12 +16,13 @@ import torch
 from fixture_checkpoints import MASK_ID, export_gguf, hf_name, random_weights, write_checkpoint
 from safetensors.numpy import load_file
 
+from engines.diffusion.backend import DraftBackend
 from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.hf.backend import TorchDiffusionBackend, TorchDiffusionSettings
 from engines.diffusion.hf.loading import TorchLoadSettings, TorchSetupError
 from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
 from engines.diffusion.settings import DiffusionSettings
-from engines.events import Done, Pass
+from engines.events import Done, DraftStats, Pass
 
 INSTRUCTION = "Write a short note to Sam about the 3 meetings on Friday."
 GREEDY = DiffusionSettings(steps=48, block_length=16, stop_at_eos=False)
@@ -32,8 +33,8 @@ def torch_backend(folder: Path, cache: str = "none", quantization: str = "none")
     return TorchDiffusionBackend(folder, TorchDiffusionSettings(load=load, cache=cache, n_ctx=512))
 
 
-def draft(backend: object, length: int = 48, settings: DiffusionSettings = GREEDY) -> tuple[Done, list[Pass]]:
-    events = list(DiffusionEngine(backend, "test").draft(INSTRUCTION, length, settings))  # type: ignore[arg-type]
+def draft(backend: DraftBackend, length: int = 48, settings: DiffusionSettings = GREEDY) -> tuple[Done, list[Pass]]:
+    events = list(DiffusionEngine(backend, "test").draft(INSTRUCTION, length, settings))
     done = events[-1]
     assert isinstance(done, Done)
     return done, [e for e in events if isinstance(e, Pass)]
@@ -121,8 +122,10 @@ class AgreementProbe:
     def __init__(self, cached: TorchDiffusionBackend, full: TorchDiffusionBackend) -> None:
         self.cached, self.full = cached, full
         self.agreeing = self.compared = 0
-        for name in ("mask_token_id", "eos_token_ids", "vocab_size", "context_length", "backend", "model_path"):
-            setattr(self, name, getattr(cached, name))
+        self.mask_token_id, self.eos_token_ids = cached.mask_token_id, cached.eos_token_ids
+        self.vocab_size, self.context_length = cached.vocab_size, cached.context_length
+        self.backend, self.model_path = cached.backend, cached.model_path
+        self.uses_prefix_cache = cached.uses_prefix_cache
         self.description = cached.description
         self.instruction_tokens, self.tokenize = cached.instruction_tokens, cached.tokenize
         self.piece, self.decode = cached.piece, cached.decode
@@ -191,6 +194,7 @@ def test_threshold_decoding_and_infill_run_through_the_torch_backend(dream_check
     events = list(engine.infill("Dear Sam,\n", "\nBest, Ana", 32, settings))
     done = events[-1]
     assert isinstance(done, Done) and done.stats.generated_tokens == 32
+    assert isinstance(done.stats, DraftStats)
     assert 2 <= done.stats.passes <= 32
 
 

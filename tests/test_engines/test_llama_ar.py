@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 
 from engines.cancel import CancelToken
 from engines.errors import EmptyPromptError, InvalidRequestError, ModelLoadError, PromptTooLongError
-from engines.events import Done, Event, Token
+from engines.events import Done, Event, GenerationStats, Token
 from engines.llama_ar import TRIM_STEP, LlamaAREngine, LlamaSettings, trim_left
 from models.errors import MissingModelFile, NotGGUFFile, TruncatedGGUFFile, UnsupportedModel
 
 
-def run(events: list[Event] | object) -> tuple[list[Token], Done]:
-    collected = list(events)  # type: ignore[call-overload]
+def run(events: Iterable[Event]) -> tuple[list[Token], Done]:
+    collected = list(events)
     tokens = [e for e in collected if isinstance(e, Token)]
     done = collected[-1]
     assert isinstance(done, Done)
@@ -29,6 +30,7 @@ def test_completion_streams_tokens_that_add_up_to_the_text(ar_engine: LlamaAREng
     assert "".join(t.text for t in tokens) == done.text
     assert done.stats.generated_tokens == 12
     assert done.stats.finish_reason == "length"
+    assert isinstance(done.stats, GenerationStats)
     assert done.stats.time_to_first_token_s is not None
     assert 0 < done.stats.time_to_first_token_s <= done.stats.total_s
 
@@ -45,6 +47,7 @@ def test_typing_one_more_word_reuses_the_evaluated_prefix(ar_engine: LlamaAREngi
     ar_engine.forget_cache()
     _, cold = run(ar_engine.complete(document, max_tokens=4))
     _, warm = run(ar_engine.complete(document + " the budget", max_tokens=4))
+    assert isinstance(cold.stats, GenerationStats) and isinstance(warm.stats, GenerationStats)
     assert cold.stats.reused_tokens == 0
     # Everything but the newly typed words (and at most a re-tokenised last word) came from the cache.
     assert warm.stats.reused_tokens >= warm.stats.prompt_tokens - 3
@@ -69,6 +72,7 @@ def test_cancel_stops_between_tokens(ar_engine: LlamaAREngine) -> None:
             if len(seen) == 3:
                 cancel.cancel()
         else:
+            assert isinstance(event, Done)
             done = event
     assert done is not None
     assert done.stats.finish_reason == "cancelled"
@@ -115,6 +119,7 @@ def test_long_prompt_is_trimmed_from_the_left_for_completion(embedded_model_path
     engine = LlamaAREngine(embedded_model_path, settings=LlamaSettings(n_ctx=256))
     text = " ".join(f"word{i}" for i in range(400))
     _, done = run(engine.complete(text, max_tokens=8))
+    assert isinstance(done.stats, GenerationStats)
     assert done.stats.trimmed_tokens > 0
     assert done.stats.trimmed_tokens % TRIM_STEP == 0
     assert done.stats.prompt_tokens + 8 <= engine.context_length

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -73,9 +74,9 @@ def lines() -> list[str]:
         (lambda ls: [*ls[:-1], ls[-1], ls[1]], "the footer must be the last line"),
     ],
 )
-def test_bad_traces_are_rejected_with_the_line(mangle: object, message: str) -> None:
+def test_bad_traces_are_rejected_with_the_line(mangle: Callable[[list[str]], list[str]], message: str) -> None:
     with pytest.raises(TraceError, match=message):
-        parse_trace("\n".join(mangle(lines())), "t.jsonl")  # type: ignore[operator]
+        parse_trace("\n".join(mangle(lines())), "t.jsonl")
 
 
 def test_missing_file_and_piece_table(tmp_path: Path) -> None:

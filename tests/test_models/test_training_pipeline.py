@@ -14,7 +14,7 @@ from engines.diffusion.engine import DiffusionEngine  # noqa: E402
 from engines.diffusion.hf.backend import TorchDiffusionBackend, TorchDiffusionSettings  # noqa: E402
 from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings  # noqa: E402
 from engines.diffusion.settings import DiffusionSettings  # noqa: E402
-from engines.events import Done  # noqa: E402
+from engines.events import Done, DraftStats  # noqa: E402
 from models.training.export import export_gguf  # noqa: E402
 from models.training.model import ModelShape, all_logits, build_model, from_interleaved_layout  # noqa: E402
 from models.training.tokenizer import special_ids, train_tokenizer  # noqa: E402
@@ -27,6 +27,7 @@ from models.training.train import (  # noqa: E402
     run,
     saved_layers,
 )
+from models.transformer import Block  # noqa: E402
 
 DRAFTS = [
     ("Write a short note to a friend about the picnic.", "Hi Sam, the picnic is on Saturday at noon. Bring a hat!"),
@@ -60,10 +61,12 @@ def test_pipeline_runs_end_to_end_and_the_export_drafts(tmp_path: Path) -> None:
     assert np.isfinite(report.train_loss) and np.isfinite(report.heldout_loss)
     assert (plan.out / "tokenizer.json").is_file() and (plan.out / "training_log.csv").read_text().count("\n") >= 3
     assert "<polyline" in (plan.out / "training_curve.svg").read_text()
-    engine = DiffusionEngine(LlamaDiffusionBackend(report.gguf, LlamaDiffusionSettings(n_ctx=256)), "trained")
-    assert engine.backend.uses_prefix_cache and engine.backend.shift == 0
+    in_llama = LlamaDiffusionBackend(report.gguf, LlamaDiffusionSettings(n_ctx=256))
+    engine = DiffusionEngine(in_llama, "trained")
+    assert in_llama.uses_prefix_cache and in_llama.shift == 0
     events = list(engine.draft("Write a short note to a friend.", 16, DiffusionSettings(steps=4, block_length=8)))
-    assert isinstance(events[-1], Done) and events[-1].stats.passes <= 4  # type: ignore[union-attr]
+    done = events[-1]
+    assert isinstance(done, Done) and isinstance(done.stats, DraftStats) and done.stats.passes <= 4
     # The same weights as a LLaDA checkpoint folder: the torch backend serves them and agrees with llama.cpp
     # on the prompt (Q8_0 in the GGUF against float32 in the folder: argmax only).
     folder = plan.out / "sharpen-draft-hf"
@@ -90,7 +93,9 @@ def test_pipeline_runs_end_to_end_and_the_export_drafts(tmp_path: Path) -> None:
     saved = build_model(trained, 1, 0)
     saved.load_state_dict(load_state(plan.out / "checkpoint.pt", trained))
     assert torch.allclose(all_logits(grown, tokens), all_logits(saved, tokens), atol=1e-5)
-    assert not torch.equal(grown.blocks[1].gate.weight, torch.zeros_like(grown.blocks[1].gate.weight))
+    grown_block = grown.blocks[1]
+    assert isinstance(grown_block, Block)
+    assert not torch.equal(grown_block.gate.weight, torch.zeros_like(grown_block.gate.weight))
     deepened_run = run(
         TrainingPlan(
             **{**plan.__dict__, "out": tmp_path / "deeper", "init_from": plan.out / "checkpoint.pt", "shape": deeper}

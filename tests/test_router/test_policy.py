@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from router.cost import DiffusionPlan, crossover_tokens, estimate_ar, estimate_diffusion, passes_for
 from router.policy import NoEngineAvailable, decide, diffusion_plan
 from router.profile import ArCosts, CostProfile, DiffusionCosts, default_profile
-from router.request import EngineName, Request
+from router.request import EngineName, Policy, Quality, Request
 
 BOTH: dict[EngineName, str] = {"ar": "smollm2", "diffusion": "llada"}
 BASE = DiffusionPlan(steps=64, block_length=32)
@@ -46,12 +46,17 @@ FAST_DIFFUSION = CostProfile(
     ],
 )
 def test_decision_table(
-    request_: Request, profile: CostProfile, models: dict[EngineName, str], policy: str, engine: str, reason: str
+    request_: Request,
+    profile: CostProfile,
+    models: dict[EngineName, str],
+    policy: Policy,
+    engine: EngineName,
+    reason: str,
 ) -> None:
-    route = decide(request_, profile, models, BASE, policy)  # type: ignore[arg-type]
+    route = decide(request_, profile, models, BASE, policy)
     assert route.engine == engine
     assert reason in route.reason
-    assert route.model == models[route.engine]  # type: ignore[index]
+    assert route.model == models[route.engine]
     assert set(route.estimates) == set(models)
     if engine == "ar":
         assert route.settings == {"max_tokens": request_.output_tokens}
@@ -115,8 +120,8 @@ def test_diffusion_estimate_never_shrinks_with_n(
 
 
 @given(n=st.integers(30, 2000), ar=ar_costs, diff=costs, quality=st.sampled_from(["fast", "balanced", "best"]))
-def test_fastest_picks_the_lower_estimate(n: int, ar: ArCosts, diff: DiffusionCosts, quality: str) -> None:
-    route = decide(Request("draft", n, quality=quality), CostProfile(ar=ar, diffusion=diff), BOTH, BASE, "fastest")  # type: ignore[arg-type]
+def test_fastest_picks_the_lower_estimate(n: int, ar: ArCosts, diff: DiffusionCosts, quality: Quality) -> None:
+    route = decide(Request("draft", n, quality=quality), CostProfile(ar=ar, diffusion=diff), BOTH, BASE, "fastest")
     assert route.estimates[route.engine].seconds == min(e.seconds for e in route.estimates.values())
 
 

@@ -49,7 +49,7 @@ def fixed_trace(tmp_path: Path) -> Path:
         )
     )
     for event in DiffusionSampler(backend).generate([0, 1], 16, settings):
-        trace.record(event)  # type: ignore[arg-type]
+        trace.record(event)
     path = tmp_path / "fixed.trace.jsonl"
     save_trace(trace, path)
     return path

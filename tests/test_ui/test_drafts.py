@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from textual import events
 from textual.pilot import Pilot
+from textual.widgets import Input
 from ui_support import AppFactory, make_config
 
 from ui.app import SharpenApp
 from ui.screens.dialogs import DraftPromptScreen
 
 
-async def wait_until(pilot: Pilot, condition, seconds: float = 30.0) -> bool:  # type: ignore[no-untyped-def]
+async def wait_until(pilot: Pilot, condition: Callable[[], bool], seconds: float = 30.0) -> bool:
     for _ in range(int(seconds / 0.05)):
         if condition():
             return True
@@ -24,8 +26,8 @@ async def ask_for_draft(pilot: Pilot, app: SharpenApp, prompt: str, tokens: int)
     await pilot.press("ctrl+d")
     assert isinstance(app.screen, DraftPromptScreen)
     await pilot.press(*prompt)
-    tokens_input = app.screen.query_one("#draft-tokens")
-    tokens_input.value = str(tokens)  # type: ignore[attr-defined]
+    tokens_input = app.screen.query_one("#draft-tokens", Input)
+    tokens_input.value = str(tokens)
     await pilot.press("enter")
 
 
@@ -37,14 +39,15 @@ async def test_a_draft_animates_and_is_inserted(make_app: AppFactory, tiny_cache
         await ask_for_draft(pilot, app, "Write a note about Friday", 48)
         assert app.panel.has_class("open")
         assert await wait_until(pilot, lambda: app.draft is not None and app.draft.done is not None)
+        assert app.draft is not None and app.draft.done is not None
         info = app.status.info
         assert info.engine == "diffusion" and info.state == "draft ready"
         assert "quality" in info.reason
         # K = N/4 for "balanced"; every pass is kept for playback, in order.
         assert info.passes == 12
-        assert [p.index for p in app.draft.passes] == list(range(12))  # type: ignore[union-attr]
-        assert app.panel.view.current is app.draft.passes[-1]  # type: ignore[union-attr]
-        draft_text = app.draft.done.text  # type: ignore[union-attr]
+        assert [p.index for p in app.draft.passes] == list(range(12))
+        assert app.panel.view.current is app.draft.passes[-1]
+        draft_text = app.draft.done.text
         await pilot.press("ctrl+y")
         assert app.editor.text == "Hi team,\n" + draft_text
         assert not app.panel.has_class("open") and app.draft is None
@@ -57,8 +60,9 @@ async def test_escape_cancels_a_running_draft(make_app: AppFactory, tiny_cacheab
         assert await wait_until(pilot, lambda: app.draft is not None and len(app.draft.passes) >= 1)
         await pilot.press("escape")
         assert await wait_until(pilot, lambda: app.draft is not None and app.draft.done is not None)
-        assert app.draft.done.stats.finish_reason == "cancelled"  # type: ignore[union-attr]
-        assert len(app.draft.passes) < 128  # type: ignore[union-attr]
+        assert app.draft is not None and app.draft.done is not None
+        assert app.draft.done.stats.finish_reason == "cancelled"
+        assert len(app.draft.passes) < 128
         assert app.status.info.state == "cancelled"
         await pilot.press("escape")
         assert app.draft is None and not app.panel.has_class("open")
@@ -67,6 +71,10 @@ async def test_escape_cancels_a_running_draft(make_app: AppFactory, tiny_cacheab
 async def test_keystrokes_echo_while_a_draft_refines(make_app: AppFactory, tiny_cacheable_path: Path) -> None:
     # "best": K = N/2 = 256 passes, a few seconds of refining on the tiny model.
     app = make_app(config=make_config(tiny_cacheable_path, quality="best", autocomplete=False))
+
+    def text_has_length(n: int) -> Callable[[], bool]:
+        return lambda: len(app.editor.text) == n
+
     async with app.run_test(size=(80, 24)) as pilot:
         await ask_for_draft(pilot, app, "Write a long story", 512)
         assert await wait_until(pilot, lambda: app.draft is not None and len(app.draft.passes) >= 1)
@@ -75,7 +83,7 @@ async def test_keystrokes_echo_while_a_draft_refines(make_app: AppFactory, tiny_
         # an app showing a refining draft is never idle.
         for count, char in enumerate("typing", start=1):
             app.post_message(events.Key(char, char))
-            assert await wait_until(pilot, lambda n=count: len(app.editor.text) == n, seconds=2.0)
+            assert await wait_until(pilot, text_has_length(count), seconds=2.0)
         assert app.draft is not None and app.draft.done is None, "the draft was still refining"
         assert app.editor.text == "typing"
         await pilot.press("escape")
@@ -96,8 +104,9 @@ async def test_rewrite_replaces_the_selection(make_app: AppFactory, tiny_cacheab
         assert app.editor.selected_text == selected
         await pilot.press("ctrl+r")
         assert await wait_until(pilot, lambda: app.draft is not None and app.draft.done is not None)
-        assert app.draft.kind == "infill" and app.status.info.engine == "diffusion"  # type: ignore[union-attr]
-        replacement = app.draft.done.text  # type: ignore[union-attr]
+        assert app.draft is not None and app.draft.done is not None
+        assert app.draft.kind == "infill" and app.status.info.engine == "diffusion"
+        replacement = app.draft.done.text
         await pilot.press("ctrl+y")
         assert app.editor.text == before + replacement + after
 

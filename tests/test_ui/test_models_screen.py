@@ -30,7 +30,7 @@ def app_with_entry(make_app: AppFactory) -> SharpenApp:
     return make_app(config=make_config(autocomplete=False))
 
 
-async def highlight_entry(app: SharpenApp, pilot: Pilot) -> tuple[ModelsScreen, DataTable]:  # type: ignore[type-arg]
+async def highlight_entry(app: SharpenApp, pilot: Pilot) -> tuple[ModelsScreen, DataTable[str]]:
     """Open F2 and put the cursor on the test entry."""
     await pilot.press("f2")
     screen = app.screen

@@ -5,10 +5,12 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from textual.widgets import Input
 from ui_support import AppFactory, make_config
 
 from app.config import KeysSection
 from engines.diffusion.trace import load_trace
+from ui.refinement import RefinementView
 from ui.screens.dialogs import DraftPromptScreen, RecoveryScreen
 from ui.screens.help import HelpScreen
 from ui.screens.models import ModelsScreen
@@ -29,8 +31,8 @@ async def test_replay_opens_playback_and_steps(make_app: AppFactory, fixed_trace
         assert screen.position == 2
         await pilot.press("left")
         assert screen.position == 1
-        view = screen.query_one("#playback-view")
-        assert view.current is screen.trace.passes[1]  # type: ignore[attr-defined]
+        view = screen.query_one("#playback-view", RefinementView)
+        assert view.current is screen.trace.passes[1]
         await pilot.press("plus", "plus", "plus", "space")
         for _ in range(100):
             await pilot.pause(0.05)
@@ -119,9 +121,9 @@ async def test_help_models_and_commands(make_app: AppFactory) -> None:
         await pilot.press("escape")
         await pilot.press("f2")
         assert isinstance(app.screen, ModelsScreen)
-        names = [m.name for m in app.screen.models]
-        assert names[:2] == ["smollm2-135m-instruct", "sharpen-draft"]
-        assert {"llada-8b-instruct-q4km", "dream-7b-instruct-q4km", "llada-8b-instruct"} <= set(names)
+        model_names = [m.name for m in app.screen.models]
+        assert model_names[:2] == ["smollm2-135m-instruct", "sharpen-draft"]
+        assert {"llada-8b-instruct-q4km", "dream-7b-instruct-q4km", "llada-8b-instruct"} <= set(model_names)
         await pilot.press("escape")
         titles = {command.title for command in app.get_system_commands(app.screen)}
         assert {"Draft at the cursor", "Rewrite the selection", "Play back the last draft", "Load a trace"} <= titles
@@ -133,7 +135,7 @@ async def test_save_as_for_an_untitled_document(make_app: AppFactory, tmp_path: 
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press(*"fresh text", "ctrl+s")
         await pilot.pause()
-        app.screen.query_one("#path").value = str(target)  # type: ignore[attr-defined]
+        app.screen.query_one("#path", Input).value = str(target)
         await pilot.press("enter")
         await pilot.pause()
         assert target.read_text() == "fresh text" and app.document == target

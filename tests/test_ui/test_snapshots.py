@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 from textual.pilot import Pilot
@@ -11,12 +13,26 @@ from ui_support import AppFactory, make_config
 from app import service as service_module
 from engines.diffusion.trace import load_trace
 from models.fit import Machine
+from ui.app import SharpenApp
 
 SIZE = (80, 24)
 TEXT = "Dear Sam,\n\nThanks for the notes from Tuesday. I went through the list this morning."
 
 
-def editor_app(make_app: AppFactory):  # type: ignore[no-untyped-def]
+class SnapCompare(Protocol):
+    """The `snap_compare` fixture's function, as these tests call it (pytest-textual-snapshot ships no types)."""
+
+    def __call__(
+        self,
+        app: SharpenApp,
+        *,
+        terminal_size: tuple[int, int],
+        press: Iterable[str] = (),
+        run_before: Callable[[Pilot], Awaitable[None]] | None = None,
+    ) -> bool: ...
+
+
+def editor_app(make_app: AppFactory) -> tuple[SharpenApp, Callable[[Pilot], Awaitable[None]]]:
     app = make_app(config=make_config(autocomplete=False))
 
     async def prepare(pilot: Pilot) -> None:
@@ -27,24 +43,24 @@ def editor_app(make_app: AppFactory):  # type: ignore[no-untyped-def]
     return app, prepare
 
 
-def test_main_screen(snap_compare, make_app: AppFactory) -> None:  # type: ignore[no-untyped-def]
+def test_main_screen(snap_compare: SnapCompare, make_app: AppFactory) -> None:
     app, prepare = editor_app(make_app)
     assert snap_compare(app, terminal_size=SIZE, run_before=prepare)
 
 
-def test_help_screen(snap_compare, make_app: AppFactory) -> None:  # type: ignore[no-untyped-def]
+def test_help_screen(snap_compare: SnapCompare, make_app: AppFactory) -> None:
     app, prepare = editor_app(make_app)
     assert snap_compare(app, terminal_size=SIZE, run_before=prepare, press=["f1"])
 
 
-def test_models_screen(snap_compare, make_app: AppFactory, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_models_screen(snap_compare: SnapCompare, make_app: AppFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     # The "fits" column depends on the machine: draw it for a fixed one (16 GiB free, no GPU).
     monkeypatch.setattr(service_module, "this_machine", lambda: Machine(16 * 1024**3, 24 * 1024**3, 0, ""))
     app, prepare = editor_app(make_app)
     assert snap_compare(app, terminal_size=SIZE, run_before=prepare, press=["f2"])
 
 
-def test_draft_panel_mid_refinement(snap_compare, make_app: AppFactory, fixed_trace: Path) -> None:  # type: ignore[no-untyped-def]
+def test_draft_panel_mid_refinement(snap_compare: SnapCompare, make_app: AppFactory, fixed_trace: Path) -> None:
     app = make_app(config=make_config(autocomplete=False))
     app.animation_level = "basic"  # this pass's commits coloured by confidence (drawing is not time-based)
     trace = load_trace(fixed_trace)
@@ -59,6 +75,6 @@ def test_draft_panel_mid_refinement(snap_compare, make_app: AppFactory, fixed_tr
     assert snap_compare(app, terminal_size=SIZE, run_before=prepare)
 
 
-def test_playback_screen(snap_compare, make_app: AppFactory, fixed_trace: Path) -> None:  # type: ignore[no-untyped-def]
+def test_playback_screen(snap_compare: SnapCompare, make_app: AppFactory, fixed_trace: Path) -> None:
     app = make_app(config=make_config(autocomplete=False), trace=fixed_trace)
     assert snap_compare(app, terminal_size=SIZE, press=["home", "right"])

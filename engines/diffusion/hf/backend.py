@@ -70,6 +70,7 @@ class TorchDiffusionBackend:
         self.context_length = min(self.settings.n_ctx, self.spec.context_length)
         self.shift = 1 if self.spec.shift_logits else 0
         self.eos_token_ids = self.tokenizer.end_of_text_ids([*self.spec.eos_token_ids, *self._generation_eos()])
+        self.uses_prefix_cache = self.settings.cache != "none"
         self._window: _Window | None = None
         self.full_passes = 0
         self.cached_passes = 0

@@ -1,0 +1,244 @@
+"""`sharpen doctor`: what a user checks first when something is wrong, and what a bug report carries.
+
+Each check is one Finding: ok, warn (works, but worse than it could) or fail (the editor would not work),
+with the one command that fixes it. Checks never raise: a check that cannot run is itself a finding.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import platform
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from app.config import Config, ConfigError, load_config
+from app.paths import SharpenPaths, sharpen_paths
+from app.service import SharpenService
+from engines.llama_build import NO_AMX_FLAGS, BuildInfo, CpuInfo, build_info, build_problems, cpu_info
+from models.errors import ModelError, ModelFileError, UnknownModel
+from models.fit import GIB, check_fit, this_machine
+from router.profile import load_profile
+
+Status = Literal["ok", "warn", "fail"]
+CHECKOUT = Path(__file__).resolve().parent.parent
+BOOTSTRAP = CHECKOUT / "scripts" / "bootstrap"
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    status: Status
+    detail: str
+    fix: str = ""
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Report:
+    findings: list[Finding]
+
+    @property
+    def ok(self) -> bool:
+        """False when something would stop the editor from working."""
+        return all(f.status != "fail" for f in self.findings)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "findings": [asdict(f) for f in self.findings]}
+
+
+def rebuild_command(version: str) -> str:
+    """The one command that rebuilds llama-cpp-python for this machine."""
+    if BOOTSTRAP.is_file():
+        return f"{BOOTSTRAP} (rebuilds llama-cpp-python for this machine, without AMX kernels)"
+    return (
+        f'CFLAGS="{NO_AMX_FLAGS}" CXXFLAGS="{NO_AMX_FLAGS}" '
+        f"pip install --no-cache-dir --force-reinstall --no-deps llama-cpp-python=={version}"
+    )
+
+
+def check_versions() -> Finding:
+    facts = {
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "sharpen": importlib.metadata.version("sharpen"),
+        "platform": platform.platform(),
+        "executable": sys.executable,
+    }
+    return Finding(
+        "versions", "ok", f"Sharpen {facts['sharpen']}, Python {facts['python']}, {facts['platform']}", "", facts
+    )
+
+
+def check_build(build: BuildInfo, cpu: CpuInfo) -> list[Finding]:
+    offload = "GPU offload available" if build.gpu_offload else "no GPU offload (a CPU build)"
+    facts = {"version": build.version, "system_info": build.system_info, "gpu_offload": build.gpu_offload}
+    findings = [
+        Finding("llama.cpp", "ok", f"llama-cpp-python {build.version}, {offload}; {build.system_info}", "", facts)
+    ]
+    cpu_facts = {
+        "model": cpu.model,
+        "machine": cpu.machine,
+        "features": sorted(cpu.features),
+        "build_features": sorted(build.features),
+    }
+    problems = build_problems(build, cpu)
+    vector = ", ".join(f for f in ("AVX2", "AVX512", "AMX_INT8") if f in cpu.features) or "no AVX2"
+    if not problems:
+        findings.append(Finding("cpu", "ok", f"{cpu.model or cpu.machine}: {vector}; the build matches", "", cpu_facts))
+    for problem in problems:
+        status: Status = "fail" if problem.fatal else "warn"
+        fix = rebuild_command(build.version)
+        findings.append(
+            Finding("cpu", status, f"{cpu.model or cpu.machine} ({vector}): {problem.message}", fix, cpu_facts)
+        )
+    return findings
+
+
+def check_optional_packages() -> Finding:
+    facts: dict[str, Any] = {}
+    for name in ("torch", "accelerate", "bitsandbytes"):
+        try:
+            facts[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            facts[name] = None
+    if facts["torch"] is None:
+        return Finding(
+            "torch",
+            "ok",
+            "not installed: Hugging Face checkpoint folders cannot be drafts (GGUF drafts need no torch)",
+            "pip install -e '.[torch]'",
+            facts,
+        )
+    import torch  # only here: doctor is the one command that asks torch about CUDA
+
+    facts["cuda"] = torch.version.cuda
+    facts["cuda_available"] = bool(torch.cuda.is_available())
+    facts["devices"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    facts["mkldnn"] = bool(torch.backends.mkldnn.is_available())
+    device = ", ".join(facts["devices"]) if facts["devices"] else "CPU only"
+    extras = ", ".join(f"{name} {facts[name]}" for name in ("accelerate", "bitsandbytes") if facts[name])
+    return Finding("torch", "ok", f"torch {facts['torch']} ({device}){'; ' + extras if extras else ''}", "", facts)
+
+
+def check_config(paths: SharpenPaths) -> tuple[Finding, Config]:
+    path = paths.config_file
+    facts = {"path": str(path), "exists": path.is_file()}
+    try:
+        config = load_config(path)
+    except ConfigError as error:
+        return Finding(
+            "config", "fail", str(error), f"fix the key it names in {path}, or delete the file", facts
+        ), Config()
+    detail = f"{path} is valid" if path.is_file() else f"no file at {path}: every setting is its default"
+    return Finding("config", "ok", detail, "", facts), config
+
+
+def check_model(service: SharpenService, role: str, name: str) -> Finding:
+    check = f"models.{role}"
+    if not name.strip():
+        return Finding(
+            check,
+            "warn",
+            "none configured: drafts stream from the AR model",
+            "sharpen models use sharpen-draft --for draft",
+        )
+    try:
+        model = service.check_model(role, name, fit=False)
+    except UnknownModel as error:
+        return Finding(
+            check, "fail" if role == "complete" else "warn", str(error), f"sharpen models use NAME --for {role}"
+        )
+    except ModelFileError as error:
+        status: Status = "fail" if role == "complete" else "warn"
+        fix = error.hint or f"sharpen models use NAME --for {role}"
+        return Finding(check, status, f"{error.path}: {error.problem}", fix)
+    except (ModelError, ConfigError) as error:
+        return Finding(
+            check, "fail" if role == "complete" else "warn", str(error), f"sharpen models use NAME --for {role}"
+        )
+    path = model.path
+    size = sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else path.stat().st_size
+    facts = {"name": model.name, "path": str(path), "bytes": size}
+    machine = this_machine()
+    if model.entry is not None:
+        verdict = check_fit(model.entry, machine)
+        if not verdict.fits:
+            return Finding(check, "fail", verdict.reason, f"sharpen models use SMALLER --for {role}", facts)
+        return Finding(check, "ok", f"{model.name}: {path} ({size / 1e6:.0f} MB), {verdict.reason}", "", facts)
+    if size > machine.ram_available:
+        return Finding(
+            check,
+            "warn",
+            f"{path} is {size / GIB:.1f} GiB and {machine.ram_available / GIB:.1f} GiB of RAM is available",
+            f"sharpen models use SMALLER --for {role}",
+            facts,
+        )
+    return Finding(check, "ok", f"{path} ({size / 1e6:.0f} MB), readable", "", facts)
+
+
+def check_profile(service: SharpenService) -> Finding:
+    path = service.profile_path
+    profile, warning = load_profile(path, service.device_class())
+    facts = {"path": str(path), "calibrated": profile.calibrated, "created": profile.created}
+    if warning:
+        return Finding("calibration", "warn", warning, "sharpen calibrate", facts)
+    if not profile.calibrated:
+        return Finding(
+            "calibration", "warn", "not calibrated: the router estimates with default costs", "sharpen calibrate", facts
+        )
+    models = service.config.models
+    stale = [
+        f"{role} was measured on {measured!r}, now {configured!r}"
+        for role, measured, configured in (
+            ("complete", profile.ar.model, models.complete),
+            ("draft", profile.diffusion.model, models.draft),
+        )
+        if configured.strip() and measured != _model_name(service, configured)
+    ]
+    if stale:
+        return Finding("calibration", "warn", f"stale: {'; '.join(stale)}", "sharpen calibrate", facts)
+    return Finding("calibration", "ok", f"{path}, measured {profile.created} for the configured models", "", facts)
+
+
+def _model_name(service: SharpenService, name: str) -> str:
+    try:
+        return service.resolve(name).name
+    except ModelError:
+        return name
+
+
+def _guarded(check: str, run: Callable[[], Finding | list[Finding]]) -> list[Finding]:
+    try:
+        result = run()
+    except Exception as error:  # a check that cannot run is itself worth reporting
+        return [Finding(check, "warn", f"could not check: {type(error).__name__}: {error}")]
+    return result if isinstance(result, list) else [result]
+
+
+def diagnose(paths: SharpenPaths | None = None) -> Report:
+    paths = paths or sharpen_paths()
+    findings = _guarded("versions", check_versions)
+    findings += _guarded("llama.cpp", lambda: check_build(build_info(), cpu_info()))
+    findings += _guarded("torch", check_optional_packages)
+    config_finding, config = check_config(paths)
+    findings.append(config_finding)
+    service = SharpenService(config, paths)
+    findings += _guarded("models.complete", lambda: check_model(service, "complete", config.models.complete))
+    findings += _guarded("models.draft", lambda: check_model(service, "draft", config.models.draft))
+    findings += _guarded("calibration", lambda: check_profile(service))
+    return Report(findings)
+
+
+def render(report: Report) -> str:
+    lines = []
+    for finding in report.findings:
+        lines.append(f"{finding.status.upper():5} {finding.check:16} {finding.detail}")
+        if finding.fix and finding.status != "ok":
+            lines.append(f"{'':5} {'':16} fix: {finding.fix}")
+    verdict = "ready" if report.ok else "something stops the editor from working: see FAIL above"
+    lines.append(f"\nsharpen doctor: {verdict}")
+    return "\n".join(lines) + "\n"

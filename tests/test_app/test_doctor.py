@@ -1,0 +1,99 @@
+"""`sharpen doctor`: the build, the CPU, the models, the calibration and the config, each problem with its fix."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.atomic import write_atomic
+from app.cli import main
+from app.doctor import check_build, rebuild_command
+from engines.llama_build import NO_AMX_FLAGS, BuildInfo, CpuInfo, build_info, parse_features
+from router.profile import ArCosts, CostProfile, DiffusionCosts, save_profile
+
+
+def _doctor(capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, dict[str, object]]]:
+    code = main(["doctor", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    return code, {f["check"]: f for f in report["findings"]}
+
+
+def test_a_fresh_install_is_ready(capsys: pytest.CaptureFixture[str]) -> None:
+    code, findings = _doctor(capsys)
+    assert code == 0
+    assert {"versions", "llama.cpp", "cpu", "torch", "config", "models.complete", "models.draft", "calibration"} <= set(
+        findings
+    )
+    build = findings["llama.cpp"]["facts"]
+    assert isinstance(build, dict) and build["system_info"] == build_info().system_info
+    assert findings["models.complete"]["status"] == "ok" and findings["models.draft"]["status"] == "ok"
+    assert findings["cpu"]["status"] == "ok"
+    assert findings["calibration"]["status"] == "warn" and findings["calibration"]["fix"] == "sharpen calibrate"
+
+
+def test_the_text_report_names_each_fix(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "WARN  calibration" in out and "fix: sharpen calibrate" in out and "sharpen doctor: ready" in out
+
+
+def test_an_invalid_config_fails_with_its_key(sharpen_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = sharpen_home / "config" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text("[ar]\nn_ctx = 'big'\n")
+    code, findings = _doctor(capsys)
+    assert code == 1
+    assert findings["config"]["status"] == "fail" and "ar.n_ctx" in str(findings["config"]["detail"])
+    assert str(config) in str(findings["config"]["fix"])
+
+
+def test_a_missing_completion_model_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["config", "set", "models.complete", str(tmp_path / "gone.gguf")]) == 0
+    capsys.readouterr()
+    code, findings = _doctor(capsys)
+    assert code == 1 and findings["models.complete"]["status"] == "fail"
+    assert "gone.gguf" in str(findings["models.complete"]["detail"])
+
+
+def test_a_draft_model_of_the_wrong_kind_warns(embedded_model_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["config", "set", "models.draft", str(embedded_model_path)]) == 0
+    capsys.readouterr()
+    code, findings = _doctor(capsys)
+    assert code == 0, "drafts still work, from the AR model"
+    assert findings["models.draft"]["status"] == "warn" and "not a diffusion model" in str(
+        findings["models.draft"]["detail"]
+    )
+
+
+def test_a_profile_measured_for_other_models_is_stale(sharpen_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    profile = CostProfile(
+        calibrated=True,
+        created="2026-01-01T00:00:00+00:00",
+        ar=ArCosts(model="another-model"),
+        diffusion=DiffusionCosts(),
+    )
+    save_profile(profile, sharpen_home / "data" / "calibration.toml", write_atomic)
+    _code, findings = _doctor(capsys)
+    calibration = findings["calibration"]
+    assert calibration["status"] == "warn" and "another-model" in str(calibration["detail"])
+    assert calibration["fix"] == "sharpen calibrate"
+    current = CostProfile(
+        calibrated=True,
+        created="2026-01-01T00:00:00+00:00",
+        ar=ArCosts(model="smollm2-135m-instruct"),
+        diffusion=DiffusionCosts(model="sharpen-draft"),
+    )
+    save_profile(current, sharpen_home / "data" / "calibration.toml", write_atomic)
+    _code, findings = _doctor(capsys)
+    assert findings["calibration"]["status"] == "ok"
+
+
+def test_an_amx_build_fails_with_the_rebuild_command() -> None:
+    info = "CPU : AVX = 1 | AVX2 = 1 | AVX512 = 1 | AMX_INT8 = 1 | OPENMP = 1 |"
+    build = BuildInfo("0.3.36", info, parse_features(info), gpu_offload=False)
+    cpu = CpuInfo("Intel Xeon", "x86_64", "Linux", frozenset({"avx", "avx2", "avx512f", "amx_tile", "amx_int8"}))
+    failed = [f for f in check_build(build, cpu) if f.status == "fail"]
+    assert len(failed) == 1 and "AMX" in failed[0].detail and failed[0].fix == rebuild_command("0.3.36")
+    assert "bootstrap" in failed[0].fix or NO_AMX_FLAGS in failed[0].fix
