@@ -66,7 +66,11 @@ class ModelsSection:
 @dataclass(frozen=True)
 class ArSection:
     n_ctx: int = setting(2048, "context length of the autocomplete engine, in tokens", at_least(256))
-    n_threads: int = setting(0, "CPU threads for llama.cpp; 0 uses every available core", at_least(0))
+    n_threads: int = setting(
+        0,
+        "CPU threads; 0 chooses per call: the cores this process may use, less those other work keeps busy",
+        at_least(0),
+    )
     n_batch: int = setting(512, "prompt tokens evaluated per llama.cpp batch", at_least(1))
     n_gpu_layers: int = setting(
         -1, "layers offloaded to the GPU where the build supports it; -1 all, 0 none", at_least(-1)
@@ -108,7 +112,11 @@ class DiffusionSection:
     top_p: float = setting(1.0, "sample within this probability mass; 1 is off", between(0.01, 1.0))
     seed: int = setting(0, "random seed; the same seed repeats a draft exactly", at_least(0))
     n_ctx: int = setting(1024, "context of the diffusion engine: prompt + draft + text after it", at_least(256))
-    n_threads: int = setting(0, "CPU threads for llama.cpp; 0 uses every available core", at_least(0))
+    n_threads: int = setting(
+        0,
+        "CPU threads; 0 chooses per call: the cores this process may use, less those other work keeps busy",
+        at_least(0),
+    )
     prefix_cache: bool = setting(True, "keep the prompt and finished blocks cached where the model allows it")
     # The torch backend (Hugging Face checkpoint folders as models.draft).
     device: str = setting("auto", "torch device for checkpoint folders: auto, cpu, cuda or cuda:N", not_empty)

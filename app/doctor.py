@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import os
 import platform
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -19,6 +21,7 @@ from app.config import Config, ConfigError, load_config
 from app.paths import SharpenPaths, sharpen_paths
 from app.service import SharpenService
 from engines.llama_build import NO_AMX_FLAGS, BuildInfo, CpuInfo, build_info, build_problems, cpu_info
+from engines.threads import YIELD_AT_CORES, CpuLoad, auto_threads, available_cores
 from models.errors import ModelError, ModelFileError, UnknownModel
 from models.fit import GIB, check_fit, this_machine
 from router.profile import load_profile
@@ -204,6 +207,49 @@ def check_profile(service: SharpenService) -> Finding:
     return Finding("calibration", "ok", f"{path}, measured {profile.created} for the configured models", "", facts)
 
 
+def check_threads(config: Config, sample_s: float = 0.5) -> Finding:
+    """The thread counts in effect now, and whether other work keeps the CPU busy."""
+    load = CpuLoad(background=False)
+    time.sleep(sample_s)
+    load.sample(smooth=False)
+    others, cores = load.others(), available_cores()
+    chosen = auto_threads(cores, others)
+    waiting = {name: os.environ.get(name) for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_NUM_THREADS")}
+    facts = {
+        "cores": cores,
+        "busy_cores_other_work": round(others, 2),
+        "auto_threads_now": chosen,
+        "ar.n_threads": config.ar.n_threads,
+        "diffusion.n_threads": config.diffusion.n_threads,
+        "load_measured": load.supported,
+        **{name: value for name, value in waiting.items() if value is not None},
+    }
+    configured = {"ar.n_threads": config.ar.n_threads, "diffusion.n_threads": config.diffusion.n_threads}
+    settings = "; ".join(
+        f"{key} = {value} ({'auto: ' + str(chosen) + ' now' if value == 0 else 'fixed'})"
+        for key, value in configured.items()
+    )
+    detail = f"{cores} cores; other work keeps {others:.1f} busy; {settings}"
+    over = [key for key, value in configured.items() if value > cores]
+    if over:
+        return Finding(
+            "threads",
+            "warn",
+            f"{detail}: {over[0]} is more than the {cores} cores, so threads wait on each other",
+            f"sharpen config set {over[0]} 0",
+            facts,
+        )
+    if others >= 1 - YIELD_AT_CORES:
+        return Finding(
+            "threads",
+            "warn",
+            f"{detail}: the machine is busy, so completions and drafts run on {chosen} thread(s) and are slower",
+            "`top -o %CPU` shows what keeps the CPU busy",
+            facts,
+        )
+    return Finding("threads", "ok", detail, "", facts)
+
+
 def _model_name(service: SharpenService, name: str) -> str:
     try:
         return service.resolve(name).name
@@ -230,6 +276,7 @@ def diagnose(paths: SharpenPaths | None = None) -> Report:
     findings += _guarded("models.complete", lambda: check_model(service, "complete", config.models.complete))
     findings += _guarded("models.draft", lambda: check_model(service, "draft", config.models.draft))
     findings += _guarded("calibration", lambda: check_profile(service))
+    findings += _guarded("threads", lambda: check_threads(config))
     return Report(findings)
 
 

@@ -144,7 +144,9 @@ class SharpenService:
             max_gpu_memory_gib=section.max_gpu_memory_gib,
             offload=section.offload,
         )
-        settings = TorchDiffusionSettings(load=load, cache=section.torch_cache, n_ctx=section.n_ctx)
+        settings = TorchDiffusionSettings(
+            load=load, cache=section.torch_cache, n_ctx=section.n_ctx, threads=section.n_threads
+        )
         return TorchDiffusionBackend(folder, settings)
 
     def diffusion_settings(self, **overrides: Any) -> DiffusionSettings:

@@ -26,7 +26,7 @@ from machine import describe_machine
 
 from engines.events import Token
 from engines.llama_ar import LlamaAREngine, LlamaSettings
-from engines.llama_load import available_cores
+from engines.threads import available_cores
 from models.catalogue import resolve_model
 
 CUTS = (50, 120, 200, 300, 400)

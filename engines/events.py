@@ -74,10 +74,12 @@ class DraftStats:
     # Time inside the backend (the model's forward passes); the rest is the Python sampler.
     backend_s: float
     finish_reason: FinishReason
+    # Time the draft gave way to completions between passes (ghost text runs first).
+    waited_s: float = 0.0
 
     @property
     def ms_per_pass(self) -> float:
-        return self.total_s * 1000 / self.passes if self.passes else 0.0
+        return (self.total_s - self.waited_s) * 1000 / self.passes if self.passes else 0.0
 
     @property
     def tokens_per_s(self) -> float:
@@ -85,7 +87,8 @@ class DraftStats:
 
     @property
     def sampler_share(self) -> float:
-        return 1 - self.backend_s / self.total_s if self.total_s > 0 else 0.0
+        working_s = self.total_s - self.waited_s
+        return 1 - self.backend_s / working_s if working_s > 0 else 0.0
 
 
 @dataclass(frozen=True)

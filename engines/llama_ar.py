@@ -18,6 +18,7 @@ from engines.errors import EmptyPromptError, InvalidRequestError, PromptTooLongE
 from engines.events import Done, EngineInfo, Event, FinishReason, GenerationStats, Token
 from engines.llama_batched import BatchedReply, greedy_replies
 from engines.llama_load import ContextShape, gpu_offload_available, open_llama
+from engines.threads import FOREGROUND, threads_for
 from models.errors import UnsupportedModel
 from models.gguf_info import GGUFInfo, inspect_gguf
 
@@ -31,7 +32,7 @@ TRIM_STEP = 64
 @dataclass(frozen=True)
 class LlamaSettings:
     n_ctx: int = 2048
-    n_threads: int = 0  # 0: one per available core
+    n_threads: int = 0  # 0: engines.threads chooses per call
     n_batch: int = 512
     n_gpu_layers: int = -1  # -1: every layer, where this llama.cpp build can offload at all
     seed: int = 0
@@ -103,6 +104,7 @@ class LlamaAREngine:
             )
         self._lock = threading.Lock()
         self._llama = self._load()
+        self._threads = self._llama.context_params.n_threads
         self._vocab = self._llama._model.vocab
 
     def _load(self) -> llama_cpp.Llama:
@@ -115,6 +117,11 @@ class LlamaAREngine:
             "or pick another with `sharpen config set models.complete NAME`"
         )
         return open_llama(self.gguf, shape, hint)
+
+    def _use_threads(self, threads: int) -> None:
+        if threads != self._threads:
+            llama_cpp.llama_set_n_threads(self._llama._ctx.ctx, threads, threads)
+            self._threads = threads
 
     def forget_cache(self) -> None:
         """Drop the evaluated prefix, as for a new document (calibration and benchmarks measure cold starts)."""
@@ -228,7 +235,7 @@ class LlamaAREngine:
         """Stream the continuation of `prefix` (filling up to `suffix` where the model supports FIM)."""
         if not prefix.strip() and not (suffix or "").strip():
             raise EmptyPromptError()
-        with self._lock:
+        with self._lock, FOREGROUND.running():
             tokens, trimmed = self.completion_prompt(prefix, suffix, max_tokens, trim)
             yield from self._generate(tokens, trimmed, max_tokens, stop, temperature, cancel or NEVER_CANCELLED)
 
@@ -267,6 +274,7 @@ class LlamaAREngine:
         cancel: CancelToken,
     ) -> Iterator[Event]:
         start = time.perf_counter()
+        self._use_threads(threads_for(self.settings.n_threads))
         reused = self._cached_prefix(tokens)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         scanner = _StopScanner(stop)

@@ -17,7 +17,7 @@ from llama_cpp import _internals
 
 from engines.errors import EngineError, InvalidRequestError
 from engines.events import FinishReason
-from engines.llama_load import available_cores
+from engines.threads import available_cores
 
 
 @dataclass(frozen=True)

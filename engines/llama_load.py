@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import llama_cpp
 
 from engines import llama_log
 from engines.errors import ModelLoadError
+from engines.threads import cpu_load, threads_for
 from models.gguf_info import GGUFInfo
 
 
@@ -17,16 +17,9 @@ class ContextShape:
     n_ctx: int
     n_batch: int
     n_ubatch: int
-    n_threads: int = 0  # 0: one per available core
+    n_threads: int = 0  # 0: engines.threads chooses per call
     n_gpu_layers: int = -1  # -1: every layer, where this build can offload at all
     seed: int = 0
-
-
-def available_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def gpu_offload_available() -> bool:
@@ -36,7 +29,8 @@ def gpu_offload_available() -> bool:
 
 def open_llama(info: GGUFInfo, shape: ContextShape, hint: str) -> llama_cpp.Llama:
     """Load `info.path` with llama.cpp; `hint` ends the error message if llama.cpp refuses the file."""
-    threads = shape.n_threads or available_cores()
+    threads = threads_for(shape.n_threads)
+    cpu_load()  # starts sampling other work's load, so the first request already knows it
     llama_log.install()
     llama_log.clear()
     try:

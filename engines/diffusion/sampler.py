@@ -16,6 +16,7 @@ from engines.diffusion.schedule import even_split, steps_per_block, timestep_com
 from engines.diffusion.scoring import propose
 from engines.diffusion.settings import DiffusionSettings
 from engines.events import MASKED_PIECE, Done, DraftStats, FinishReason, Pass
+from engines.threads import FOREGROUND
 
 # Added to the score of end-of-text proposals under eos="last": they still rank among themselves.
 EOS_PENALTY = -1e6
@@ -103,7 +104,7 @@ class DiffusionSampler:
         eos_ids = np.array(sorted(self.backend.eos_token_ids), dtype=np.int64)
         self.backend.reset()
         start = time.perf_counter()
-        backend_s = 0.0
+        backend_s = waited_s = 0.0
         passes = 0
         finish: FinishReason = "length"
 
@@ -114,6 +115,7 @@ class DiffusionSampler:
                     finish = "cancelled"
                     break
                 masked = canvas.masked_positions(lo, hi)
+                waited_s += FOREGROUND.wait()  # a completion (ghost text) runs first; at most a second
                 before = time.perf_counter()
                 logits = self.backend.logits(
                     canvas.sequence, canvas.offset + lo, canvas.offset + hi, canvas.offset + canvas.first_mask()
@@ -164,6 +166,7 @@ class DiffusionSampler:
                 total_s=time.perf_counter() - start,
                 backend_s=backend_s,
                 finish_reason=finish,
+                waited_s=waited_s,
             ),
         )
 

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from app.atomic import write_atomic
 from app.cli import main
-from app.doctor import check_build, rebuild_command
+from app.config import Config
+from app.doctor import check_build, check_threads, rebuild_command
 from engines.llama_build import NO_AMX_FLAGS, BuildInfo, CpuInfo, build_info, parse_features
+from engines.threads import available_cores
 from router.profile import ArCosts, CostProfile, DiffusionCosts, save_profile
 
 
@@ -31,6 +36,8 @@ def test_a_fresh_install_is_ready(capsys: pytest.CaptureFixture[str]) -> None:
     assert findings["models.complete"]["status"] == "ok" and findings["models.draft"]["status"] == "ok"
     assert findings["cpu"]["status"] == "ok"
     assert findings["calibration"]["status"] == "warn" and findings["calibration"]["fix"] == "sharpen calibrate"
+    threads = findings["threads"]["facts"]
+    assert isinstance(threads, dict) and threads["ar.n_threads"] == 0 and 1 <= threads["auto_threads_now"] <= 64
 
 
 def test_the_text_report_names_each_fix(capsys: pytest.CaptureFixture[str]) -> None:
@@ -97,3 +104,24 @@ def test_an_amx_build_fails_with_the_rebuild_command() -> None:
     failed = [f for f in check_build(build, cpu) if f.status == "fail"]
     assert len(failed) == 1 and "AMX" in failed[0].detail and failed[0].fix == rebuild_command("0.3.36")
     assert "bootstrap" in failed[0].fix or NO_AMX_FLAGS in failed[0].fix
+
+
+def test_threads_report_the_setting_and_a_busy_machine(capsys: pytest.CaptureFixture[str]) -> None:
+    cores = available_cores()
+    assert main(["config", "set", "ar.n_threads", str(cores + 2)]) == 0
+    capsys.readouterr()
+    _code, findings = _doctor(capsys)
+    assert findings["threads"]["status"] == "warn" and findings["threads"]["fix"] == "sharpen config set ar.n_threads 0"
+    assert main(["config", "set", "ar.n_threads", "0"]) == 0
+    spinners = [
+        subprocess.Popen([sys.executable, "-c", "import time\nt = time.time() + 6\nwhile time.time() < t: pass"])
+        for _ in range(cores)
+    ]
+    try:
+        time.sleep(0.5)
+        finding = check_threads(Config(), sample_s=1.0)
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+    assert finding.status == "warn" and "busy" in finding.detail and finding.facts["auto_threads_now"] == 1

@@ -24,6 +24,7 @@ import torch
 from engines.diffusion.hf.loading import LoadedModel, TorchLoadSettings, TorchSetupError, load_transformer
 from engines.diffusion.hf.tokenizer import CheckpointTokenizer
 from engines.errors import EngineError
+from engines.threads import cpu_load, threads_for
 from models.hf_checkpoint import CheckpointInfo, inspect_checkpoint
 from models.transformer import LayerKV
 
@@ -35,7 +36,7 @@ class TorchDiffusionSettings:
     load: TorchLoadSettings = field(default_factory=TorchLoadSettings)
     cache: str = "prefix"  # none | prefix | dual
     n_ctx: int = 1024
-    threads: int = 0  # 0: torch's default
+    threads: int = 0  # 0: engines.threads chooses per draft
 
 
 @dataclass
@@ -57,8 +58,6 @@ class TorchDiffusionBackend:
             raise TorchSetupError(
                 f"the torch cache must be one of {', '.join(CACHE_MODES)}; got {self.settings.cache!r}"
             )
-        if self.settings.threads > 0:
-            torch.set_num_threads(self.settings.threads)
         self.info: CheckpointInfo = inspect_checkpoint(checkpoint)
         self.model_path = self.info.path
         self.spec = self.info.spec
@@ -71,6 +70,7 @@ class TorchDiffusionBackend:
         self.shift = 1 if self.spec.shift_logits else 0
         self.eos_token_ids = self.tokenizer.end_of_text_ids([*self.spec.eos_token_ids, *self._generation_eos()])
         self.uses_prefix_cache = self.settings.cache != "none"
+        cpu_load()  # starts sampling other work's load before the first draft
         self._window: _Window | None = None
         self.full_passes = 0
         self.cached_passes = 0
@@ -106,6 +106,10 @@ class TorchDiffusionBackend:
 
     def reset(self) -> None:
         self._window = None
+        # torch's thread count is the process's: chosen per draft, as llama.cpp's is per pass.
+        threads = threads_for(self.settings.threads, background=True)
+        if threads != torch.get_num_threads():
+            torch.set_num_threads(threads)
 
     @torch.inference_mode()
     def logits(self, sequence: np.ndarray, start: int, end: int, stable: int) -> np.ndarray:
