@@ -34,7 +34,7 @@ from router.request import ENGINES, KINDS, POLICIES, QUALITIES, Kind, Request, R
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
-EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
+EXIT_BROKEN_PIPE = 128 + getattr(signal, "SIGPIPE", 13)  # Windows has no SIGPIPE
 
 
 class _Parser(argparse.ArgumentParser):
@@ -53,6 +53,21 @@ def setting_flag(key: str) -> Callable[[str], Any]:
             return convert_text(spec, text)
         except BadValue as error:
             raise argparse.ArgumentTypeError(f"{error} (as the setting {key})") from None
+
+    return convert
+
+
+def number_between(low: float, high: float) -> Callable[[str], float]:
+    """An argparse type for a number in [low, high]."""
+
+    def convert(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be between {low} and {high}, got {value}")
+        return value
 
     return convert
 
@@ -662,7 +677,7 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--seed", type=at_least(0), default=0, help="which list of instructions")
     data.add_argument("--max-tokens", type=at_least(1), default=160)
     data.add_argument(
-        "--temperature", type=setting_flag("chat.temperature"), default=0.0, help="0: greedy, written several at a time"
+        "--temperature", type=number_between(0.0, 2.0), default=0.0, help="0: greedy, written several at a time"
     )
     data.add_argument("--parallel", type=at_least(1), default=16, help="greedy drafts decoded together")
     data.set_defaults(handler=cmd_training_data)
@@ -747,6 +762,10 @@ def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     commands = command_names(parser)
     if not argv or (not argv[0].startswith("-") and argv[0] not in commands):
+        if len(argv) > 1:
+            return _usage_error(
+                f"unknown command {argv[0]!r}; `sharpen FILE` opens a file, `sharpen --help` lists the commands"
+            )
         document = Path(argv[0]).expanduser() if argv else None
         return _guarded(lambda: run_tui(document), verbose=False)
     try:
@@ -771,6 +790,8 @@ def _guarded(command: Callable[[], int], *, verbose: bool) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         raise
+    except UnicodeDecodeError:
+        return _fail("the input is not UTF-8 text")
     except OSError as error:
         where = f" ({error.filename})" if error.filename else ""
         return _fail(f"{error.strerror or error}{where}")
@@ -781,6 +802,11 @@ def _guarded(command: Callable[[], int], *, verbose: bool) -> int:
             f"unexpected {type(error).__name__}: {error}. This is a bug in Sharpen: `sharpen -v ...` shows where; "
             "please report it with the output of `sharpen doctor --json`"
         )
+
+
+def _usage_error(message: str) -> int:
+    print(f"sharpen: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
 
 
 def _fail(message: str) -> int:

@@ -8,6 +8,7 @@ is one line.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import tomllib
 import typing
 from collections.abc import Callable
@@ -203,6 +204,7 @@ def _section_classes() -> dict[str, type]:
     return typing.get_type_hints(Config)
 
 
+@functools.cache
 def settings_registry() -> dict[str, SettingSpec]:
     """Every setting by dotted key. A setting typed with a Literal takes exactly the Literal's values."""
     registry: dict[str, SettingSpec] = {}

@@ -54,12 +54,14 @@ class Report:
 
 
 def rebuild_command(version: str) -> str:
-    """The one command that rebuilds llama-cpp-python for this machine."""
-    if BOOTSTRAP.is_file():
+    """The one command that rebuilds llama-cpp-python for this machine, in the environment doctor runs in."""
+    if BOOTSTRAP.is_file() and Path(sys.prefix).resolve() == (CHECKOUT / ".venv").resolve():
         return f"{BOOTSTRAP} (rebuilds llama-cpp-python for this machine, without AMX kernels)"
+    cmake_args = os.environ.get("CMAKE_ARGS", "")
+    keep = f'CMAKE_ARGS="{cmake_args}" ' if cmake_args else ""
     return (
-        f'CFLAGS="{NO_AMX_FLAGS}" CXXFLAGS="{NO_AMX_FLAGS}" '
-        f"pip install --no-cache-dir --force-reinstall --no-deps llama-cpp-python=={version}"
+        f'{keep}CFLAGS="{NO_AMX_FLAGS}" CXXFLAGS="{NO_AMX_FLAGS}" {sys.executable} -m pip install --no-cache-dir '
+        f"--no-binary llama-cpp-python --force-reinstall --no-deps llama-cpp-python=={version}"
     )
 
 
@@ -89,9 +91,14 @@ def check_build(build: BuildInfo, cpu: CpuInfo) -> list[Finding]:
         "build_features": sorted(build.features),
     }
     problems = build_problems(build, cpu)
-    vector = ", ".join(f for f in ("AVX2", "AVX512", "AMX_INT8") if f in cpu.features) or "no AVX2"
+    vector = ", ".join(f for f in ("AVX2", "AVX512", "AMX_INT8") if f in cpu.features) or ", ".join(
+        sorted(cpu.features)
+    )
     if not problems:
-        findings.append(Finding("cpu", "ok", f"{cpu.model or cpu.machine}: {vector}; the build matches", "", cpu_facts))
+        verdict = "the build matches" if cpu.flags else "no CPU flags to compare the build with"
+        findings.append(
+            Finding("cpu", "ok", f"{cpu.model or cpu.machine}: {vector or cpu.machine}; {verdict}", "", cpu_facts)
+        )
     for problem in problems:
         status: Status = "fail" if problem.fatal else "warn"
         fix = rebuild_command(build.version)
@@ -170,7 +177,9 @@ def check_model(service: SharpenService, role: str, name: str) -> Finding:
     if model.entry is not None:
         verdict = check_fit(model.entry, machine)
         if not verdict.fits:
-            return Finding(check, "fail", verdict.reason, f"sharpen models use SMALLER --for {role}", facts)
+            # Drafts fall back to AR, and with models.check_fit off the user chose to load it anyway.
+            status = "fail" if role == "complete" and service.config.models.check_fit else "warn"
+            return Finding(check, status, verdict.reason, f"sharpen models use SMALLER --for {role}", facts)
         return Finding(check, "ok", f"{model.name}: {path} ({size / 1e6:.0f} MB), {verdict.reason}", "", facts)
     if size > machine.ram_available:
         return Finding(
@@ -257,23 +266,26 @@ def _model_name(service: SharpenService, name: str) -> str:
         return name
 
 
-def _guarded(check: str, run: Callable[[], Finding | list[Finding]]) -> list[Finding]:
+def _guarded(check: str, run: Callable[[], Finding | list[Finding]], *, vital: bool = False) -> list[Finding]:
     try:
         result = run()
     except Exception as error:  # a check that cannot run is itself worth reporting
-        return [Finding(check, "warn", f"could not check: {type(error).__name__}: {error}")]
+        status: Status = "fail" if vital else "warn"
+        return [Finding(check, status, f"could not check: {type(error).__name__}: {error}")]
     return result if isinstance(result, list) else [result]
 
 
 def diagnose(paths: SharpenPaths | None = None) -> Report:
     paths = paths or sharpen_paths()
     findings = _guarded("versions", check_versions)
-    findings += _guarded("llama.cpp", lambda: check_build(build_info(), cpu_info()))
+    findings += _guarded("llama.cpp", lambda: check_build(build_info(), cpu_info()), vital=True)
     findings += _guarded("torch", check_optional_packages)
     config_finding, config = check_config(paths)
     findings.append(config_finding)
     service = SharpenService(config, paths)
-    findings += _guarded("models.complete", lambda: check_model(service, "complete", config.models.complete))
+    findings += _guarded(
+        "models.complete", lambda: check_model(service, "complete", config.models.complete), vital=True
+    )
     findings += _guarded("models.draft", lambda: check_model(service, "draft", config.models.draft))
     findings += _guarded("calibration", lambda: check_profile(service))
     findings += _guarded("threads", lambda: check_threads(config))

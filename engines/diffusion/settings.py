@@ -11,8 +11,8 @@ Algorithm = Literal["confidence", "margin", "entropy", "random", "origin"]
 Schedule = Literal["blocks", "timestep"]
 ALGORITHMS: tuple[Algorithm, ...] = ("confidence", "margin", "entropy", "random", "origin")
 SCHEDULES: tuple[Schedule, ...] = ("blocks", "timestep")
-EosRule = Literal["free", "last", "in_order"]
-EOS_RULES: tuple[EosRule, ...] = ("free", "last", "in_order")
+EosRule = Literal["in_order", "free", "last"]
+EOS_RULES: tuple[EosRule, ...] = ("in_order", "free", "last")
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 BAD_ARGUMENTS = [
     (["--bogus"], "unrecognized arguments: --bogus"),
+    (["dratf", "Write to Sam"], "unknown command 'dratf'"),
     (["complete"], "the following arguments are required: text"),
     (["complete", "Hi", "--max-tokens", "0"], "--max-tokens: must be between 1 and 4096, got 0"),
     (["complete", "Hi", "--temperature", "hot"], "--temperature: must be a number, got 'hot'"),
@@ -34,6 +36,7 @@ BAD_ARGUMENTS = [
     (["calibrate", "--bogus"], "unrecognized arguments: --bogus"),
     (["replay", "/no/such/trace.jsonl"], "/no/such/trace.jsonl"),
     (["training-data", "--count", "0"], "--count: must be at least 1, got 0"),
+    (["training-data", "--temperature", "9"], "--temperature: must be between 0.0 and 2.0, got 9.0"),
     (["config"], "the following arguments are required: ACTION"),
     (["config", "set", "ar.n_ctx", "huge"], "ar.n_ctx must be a whole number, got 'huge'"),
     (["config", "set", "nope.key", "1"], "unknown key 'nope.key'"),
@@ -77,3 +80,12 @@ def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
     err = process.stderr.read().decode()
     assert process.wait(timeout=60) == EXIT_BROKEN_PIPE
     assert err == "", err
+
+
+def test_input_that_is_not_utf8_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stdin = io.TextIOWrapper(io.BytesIO(b"Dear Sam, \xff\xfe"), encoding="utf-8")
+    monkeypatch.setattr(sys, "stdin", stdin)
+    assert main(["complete", "-", "--max-tokens", "2"]) == 1
+    assert capsys.readouterr().err == "sharpen: error: the input is not UTF-8 text\n"

@@ -125,3 +125,25 @@ def test_threads_report_the_setting_and_a_busy_machine(capsys: pytest.CaptureFix
             spinner.kill()
             spinner.wait()
     assert finding.status == "warn" and "busy" in finding.detail and finding.facts["auto_threads_now"] == 1
+
+
+def test_a_model_too_big_for_this_machine(
+    sharpen_home: Path, embedded_model_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    draft_file = Path(__file__).resolve().parents[2] / "models" / "embedded" / "sharpen-draft-q8_0.gguf"
+    config = sharpen_home / "config" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(
+        f'[models]\ncomplete = "huge-ar"\ndraft = "huge-draft"\n\n'
+        f'[catalogue.huge-ar]\nrole = "complete"\nengine = "llama-ar"\nsource = "path:{embedded_model_path}"\n'
+        f"needs_ram_gib = 100000.0\n\n"
+        f'[catalogue.huge-draft]\nrole = "draft"\nengine = "llama-diffusion"\nsource = "path:{draft_file}"\n'
+        f"needs_ram_gib = 100000.0\n"
+    )
+    code, findings = _doctor(capsys)
+    assert code == 1 and findings["models.complete"]["status"] == "fail"
+    assert findings["models.draft"]["status"] == "warn", "drafts fall back to AR"
+    assert main(["config", "set", "models.check_fit", "false"]) == 0
+    capsys.readouterr()
+    code, findings = _doctor(capsys)
+    assert code == 0 and findings["models.complete"]["status"] == "warn", "the user chose to load it anyway"

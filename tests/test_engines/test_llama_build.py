@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import platform
+import subprocess
+from importlib.metadata import distribution
+from pathlib import Path
 
 import pytest
 
@@ -46,6 +50,44 @@ def test_the_installed_build_has_no_amx_kernels() -> None:
         f"this llama.cpp was built with ggml's AMX kernels ({build.system_info}), which crash with SIGILL on "
         f"AMX CPUs: rebuild it with ./scripts/bootstrap, which passes {NO_AMX_FLAGS} in CFLAGS and CXXFLAGS"
     )
+
+
+X86_LINUX = platform.system() == "Linux" and platform.machine() == "x86_64"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _amx_macros(flags: str) -> list[str]:
+    """The AMX macros GCC defines for an AMX CPU (-march=sapphirerapids) given `flags` too."""
+    output = subprocess.run(
+        ["cc", "-march=sapphirerapids", *flags.split(), "-dM", "-E", "-"],
+        input="",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return [line for line in output.splitlines() if "__AMX_" in line]
+
+
+@pytest.mark.skipif(not X86_LINUX, reason="ggml's AMX kernels are x86-64 only")
+def test_the_build_flags_leave_out_amx_on_an_amx_cpu() -> None:
+    """The machine running this may have no AMX, so the test asks the compiler what an AMX CPU gets."""
+    printed = subprocess.run(
+        [str(ROOT / "scripts" / "llama-cpp-wheel"), "--flags"], capture_output=True, text=True, check=True
+    ).stdout
+    flags = dict(line.split("=", 1) for line in printed.splitlines())
+    assert NO_AMX_FLAGS in flags["CFLAGS"] and NO_AMX_FLAGS in flags["CXXFLAGS"]
+    assert _amx_macros(""), "-march=sapphirerapids enables AMX (else this test proves nothing)"
+    assert _amx_macros(flags["CXXFLAGS"]) == [], "the build flags must switch AMX off (scripts/llama-cpp-wheel)"
+
+
+@pytest.mark.skipif(not X86_LINUX, reason="ggml's AMX kernels are x86-64 only")
+def test_the_installed_wheel_was_built_without_amx() -> None:
+    raw = distribution("llama_cpp_python").read_text("direct_url.json") or "{}"
+    url = json.loads(raw).get("url", "")
+    if not url.startswith("file://") or not url.endswith(".whl"):
+        pytest.skip(f"llama-cpp-python was not installed by scripts/bootstrap ({url or 'from an index'})")
+    recorded = Path(url.removeprefix("file://")).parent / "build-flags.txt"
+    assert NO_AMX_FLAGS in recorded.read_text(), f"{recorded}: rebuild with ./scripts/bootstrap"
 
 
 def test_the_installed_build_matches_this_cpu() -> None:
