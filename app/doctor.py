@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from app.config import Config, ConfigError, load_config
+from app.config import Config, ConfigError, ModelsSection, load_config
 from app.paths import SharpenPaths, sharpen_paths
 from app.service import SharpenService
 from engines.llama_build import NO_AMX_FLAGS, BuildInfo, CpuInfo, build_info, build_problems, cpu_info
@@ -141,10 +141,20 @@ def check_config(paths: SharpenPaths) -> tuple[Finding, Config]:
         config = load_config(path)
     except ConfigError as error:
         return Finding(
-            "config", "fail", str(error), f"fix the key it names in {path}, or delete the file", facts
+            "config",
+            "fail",
+            str(error),
+            f"mv {path} {path}.bad  (keeps your file; every setting back to its default), or fix the key it names",
+            facts,
         ), Config()
     detail = f"{path} is valid" if path.is_file() else f"no file at {path}: every setting is its default"
     return Finding("config", "ok", detail, "", facts), config
+
+
+def _use_default(role: str) -> str:
+    """The command that puts a role back on its embedded model, which is always present and small."""
+    default = getattr(ModelsSection(), role)
+    return f"sharpen models use {default} --for {role}"
 
 
 def check_model(service: SharpenService, role: str, name: str) -> Finding:
@@ -159,17 +169,13 @@ def check_model(service: SharpenService, role: str, name: str) -> Finding:
     try:
         model = service.check_model(role, name, fit=False)
     except UnknownModel as error:
-        return Finding(
-            check, "fail" if role == "complete" else "warn", str(error), f"sharpen models use NAME --for {role}"
-        )
+        return Finding(check, "fail" if role == "complete" else "warn", str(error), _use_default(role))
     except ModelFileError as error:
         status: Status = "fail" if role == "complete" else "warn"
-        fix = error.hint or f"sharpen models use NAME --for {role}"
+        fix = error.hint or _use_default(role)
         return Finding(check, status, f"{error.path}: {error.problem}", fix)
     except (ModelError, ConfigError) as error:
-        return Finding(
-            check, "fail" if role == "complete" else "warn", str(error), f"sharpen models use NAME --for {role}"
-        )
+        return Finding(check, "fail" if role == "complete" else "warn", str(error), _use_default(role))
     path = model.path
     size = sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else path.stat().st_size
     facts = {"name": model.name, "path": str(path), "bytes": size}
@@ -179,14 +185,14 @@ def check_model(service: SharpenService, role: str, name: str) -> Finding:
         if not verdict.fits:
             # Drafts fall back to AR, and with models.check_fit off the user chose to load it anyway.
             status = "fail" if role == "complete" and service.config.models.check_fit else "warn"
-            return Finding(check, status, verdict.reason, f"sharpen models use SMALLER --for {role}", facts)
+            return Finding(check, status, verdict.reason, _use_default(role), facts)
         return Finding(check, "ok", f"{model.name}: {path} ({size / 1e6:.0f} MB), {verdict.reason}", "", facts)
     if size > machine.ram_available:
         return Finding(
             check,
             "warn",
             f"{path} is {size / GIB:.1f} GiB and {machine.ram_available / GIB:.1f} GiB of RAM is available",
-            f"sharpen models use SMALLER --for {role}",
+            _use_default(role),
             facts,
         )
     return Finding(check, "ok", f"{path} ({size / 1e6:.0f} MB), readable", "", facts)

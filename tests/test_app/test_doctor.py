@@ -142,7 +142,9 @@ def test_a_model_too_big_for_this_machine(
     )
     code, findings = _doctor(capsys)
     assert code == 1 and findings["models.complete"]["status"] == "fail"
+    assert findings["models.complete"]["fix"] == "sharpen models use smollm2-135m-instruct --for complete"
     assert findings["models.draft"]["status"] == "warn", "drafts fall back to AR"
+    assert findings["models.draft"]["fix"] == "sharpen models use sharpen-draft --for draft"
     assert main(["config", "set", "models.check_fit", "false"]) == 0
     capsys.readouterr()
     code, findings = _doctor(capsys)
