@@ -15,7 +15,18 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from app.config import BadValue, convert_text, load_config, render_config, set_value, settings_registry
+from app.config import (
+    BadValue,
+    Check,
+    SettingSpec,
+    at_least,
+    between,
+    convert_text,
+    load_config,
+    render_config,
+    set_value,
+    settings_registry,
+)
 from app.paths import sharpen_paths
 from app.service import SharpenError, SharpenService
 from app.traces import save_trace
@@ -44,47 +55,26 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"sharpen: error: {message} (`{self.prog} --help` lists the options)\n")
 
 
-def setting_flag(key: str) -> Callable[[str], Any]:
-    """An argparse type for a flag that overrides the setting `key`: the same checks and messages."""
-    spec = settings_registry()[key]
+def _flag_type(spec: SettingSpec, note: str = "") -> Callable[[str], Any]:
+    """An argparse type that converts and checks as the config does, with the config's messages."""
 
     def convert(text: str) -> Any:
         try:
             return convert_text(spec, text)
         except BadValue as error:
-            raise argparse.ArgumentTypeError(f"{error} (as the setting {key})") from None
+            raise argparse.ArgumentTypeError(f"{error}{note}") from None
 
     return convert
 
 
-def number_between(low: float, high: float) -> Callable[[str], float]:
-    """An argparse type for a number in [low, high]."""
-
-    def convert(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be between {low} and {high}, got {value}")
-        return value
-
-    return convert
+def setting_flag(key: str) -> Callable[[str], Any]:
+    """The type of a flag that overrides the setting `key`."""
+    return _flag_type(settings_registry()[key], f" (as the setting {key})")
 
 
-def at_least(low: int) -> Callable[[str], int]:
-    """An argparse type for a whole number of at least `low`."""
-
-    def convert(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
-        return value
-
-    return convert
+def checked_flag(kind: type, check: Check) -> Callable[[str], Any]:
+    """The type of a flag that is no setting, checked by one of the config's checks."""
+    return _flag_type(SettingSpec("", kind, None, "", check))
 
 
 def _read_text(arg: str) -> str:
@@ -641,9 +631,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     route = commands.add_parser("route", help="show which engine would serve a request, and why")
     route.add_argument("--kind", choices=KINDS, required=True)
-    route.add_argument("--tokens", type=at_least(1), required=True, metavar="N", help="expected output length")
-    route.add_argument("--prompt-tokens", type=at_least(0), default=32, metavar="P", help="context read before writing")
-    route.add_argument("--suffix-tokens", type=at_least(0), default=0, metavar="S", help="context after an infill gap")
+    route.add_argument(
+        "--tokens", type=checked_flag(int, at_least(1)), required=True, metavar="N", help="expected output length"
+    )
+    route.add_argument(
+        "--prompt-tokens",
+        type=checked_flag(int, at_least(0)),
+        default=32,
+        metavar="P",
+        help="context read before writing",
+    )
+    route.add_argument(
+        "--suffix-tokens",
+        type=checked_flag(int, at_least(0)),
+        default=0,
+        metavar="S",
+        help="context after an infill gap",
+    )
     route.add_argument("--stream", action="store_true", help="the output must appear token by token")
     route.add_argument(
         "--budget",
@@ -672,14 +676,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     data.add_argument("--out", default="models/training/data/drafts.jsonl", help="JSON Lines file, appended to")
     data.add_argument(
-        "--count", type=at_least(1), default=1000, help="how many instructions (resumes where it stopped)"
+        "--count",
+        type=checked_flag(int, at_least(1)),
+        default=1000,
+        help="how many instructions (resumes where it stopped)",
     )
-    data.add_argument("--seed", type=at_least(0), default=0, help="which list of instructions")
-    data.add_argument("--max-tokens", type=at_least(1), default=160)
+    data.add_argument("--seed", type=checked_flag(int, at_least(0)), default=0, help="which list of instructions")
+    data.add_argument("--max-tokens", type=checked_flag(int, at_least(1)), default=160)
     data.add_argument(
-        "--temperature", type=number_between(0.0, 2.0), default=0.0, help="0: greedy, written several at a time"
+        "--temperature",
+        type=checked_flag(float, between(0.0, 2.0)),
+        default=0.0,
+        help="0: greedy, written several at a time",
     )
-    data.add_argument("--parallel", type=at_least(1), default=16, help="greedy drafts decoded together")
+    data.add_argument(
+        "--parallel", type=checked_flag(int, at_least(1)), default=16, help="greedy drafts decoded together"
+    )
     data.set_defaults(handler=cmd_training_data)
 
     config = commands.add_parser("config", help="show or change settings")
@@ -763,8 +775,9 @@ def _main(argv: Sequence[str] | None) -> int:
     commands = command_names(parser)
     if not argv or (not argv[0].startswith("-") and argv[0] not in commands):
         if len(argv) > 1:
-            return _usage_error(
-                f"unknown command {argv[0]!r}; `sharpen FILE` opens a file, `sharpen --help` lists the commands"
+            return _fail(
+                f"unknown command {argv[0]!r}; `sharpen FILE` opens a file, `sharpen --help` lists the commands",
+                EXIT_USAGE,
             )
         document = Path(argv[0]).expanduser() if argv else None
         return _guarded(lambda: run_tui(document), verbose=False)
@@ -804,14 +817,9 @@ def _guarded(command: Callable[[], int], *, verbose: bool) -> int:
         )
 
 
-def _usage_error(message: str) -> int:
+def _fail(message: str, code: int = EXIT_ERROR) -> int:
     print(f"sharpen: error: {message}", file=sys.stderr)
-    return EXIT_USAGE
-
-
-def _fail(message: str) -> int:
-    print(f"sharpen: error: {message}", file=sys.stderr)
-    return EXIT_ERROR
+    return code
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from app.config import Config, ConfigError, ModelsSection, load_config
 from app.paths import SharpenPaths, sharpen_paths
-from app.service import SharpenService
+from app.service import SharpenService, size_on_disk
 from engines.llama_build import NO_AMX_FLAGS, BuildInfo, CpuInfo, build_info, build_problems, cpu_info
 from engines.threads import YIELD_AT_CORES, CpuLoad, auto_threads, available_cores
 from models.errors import ModelError, ModelFileError, UnknownModel
@@ -177,7 +177,7 @@ def check_model(service: SharpenService, role: str, name: str) -> Finding:
     except (ModelError, ConfigError) as error:
         return Finding(check, "fail" if role == "complete" else "warn", str(error), _use_default(role))
     path = model.path
-    size = sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else path.stat().st_size
+    size = size_on_disk(path)
     facts = {"name": model.name, "path": str(path), "bytes": size}
     machine = this_machine()
     if model.entry is not None:

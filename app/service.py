@@ -67,7 +67,7 @@ class ModelStatus:
     fits: bool = True
 
 
-def _size_on_disk(path: Path) -> int:
+def size_on_disk(path: Path) -> int:
     if path.is_dir():
         return sum(p.resolve().stat().st_size for p in path.rglob("*") if p.is_file())
     return path.stat().st_size
@@ -400,7 +400,7 @@ class SharpenService:
                     description=entry.description,
                     path=path,
                     present=present,
-                    size_bytes=_size_on_disk(path) if present and path else None,
+                    size_bytes=size_on_disk(path) if present and path else None,
                     in_use_for=tuple(role for role, name in in_use.items() if name == entry.name),
                     source=entry.source,
                     download_bytes=entry.size_bytes,

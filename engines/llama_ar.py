@@ -17,7 +17,7 @@ from engines.chat_template import render_instruction
 from engines.errors import EmptyPromptError, InvalidRequestError, PromptTooLongError
 from engines.events import Done, EngineInfo, Event, FinishReason, GenerationStats, Token
 from engines.llama_batched import BatchedReply, greedy_replies
-from engines.llama_load import ContextShape, gpu_offload_available, open_llama
+from engines.llama_load import ContextShape, gpu_offload_available, open_llama, use_threads
 from engines.threads import FOREGROUND, threads_for
 from models.errors import UnsupportedModel
 from models.gguf_info import GGUFInfo, inspect_gguf
@@ -104,7 +104,6 @@ class LlamaAREngine:
             )
         self._lock = threading.Lock()
         self._llama = self._load()
-        self._threads = self._llama.context_params.n_threads
         self._vocab = self._llama._model.vocab
 
     def _load(self) -> llama_cpp.Llama:
@@ -117,11 +116,6 @@ class LlamaAREngine:
             "or pick another with `sharpen config set models.complete NAME`"
         )
         return open_llama(self.gguf, shape, hint)
-
-    def _use_threads(self, threads: int) -> None:
-        if threads != self._threads:
-            llama_cpp.llama_set_n_threads(self._llama._ctx.ctx, threads, threads)
-            self._threads = threads
 
     def forget_cache(self) -> None:
         """Drop the evaluated prefix, as for a new document (calibration and benchmarks measure cold starts)."""
@@ -274,7 +268,7 @@ class LlamaAREngine:
         cancel: CancelToken,
     ) -> Iterator[Event]:
         start = time.perf_counter()
-        self._use_threads(threads_for(self.settings.n_threads))
+        use_threads(self._llama, threads_for(self.settings.n_threads))
         reused = self._cached_prefix(tokens)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         scanner = _StopScanner(stop)

@@ -27,6 +27,11 @@ def gpu_offload_available() -> bool:
     return bool(llama_cpp.llama_supports_gpu_offload())
 
 
+def use_threads(llama: llama_cpp.Llama, threads: int) -> None:
+    """Run this context's next evaluations (prompt batches and generation alike) on `threads` threads."""
+    llama_cpp.llama_set_n_threads(llama._ctx.ctx, threads, threads)
+
+
 def open_llama(info: GGUFInfo, shape: ContextShape, hint: str) -> llama_cpp.Llama:
     """Load `info.path` with llama.cpp; `hint` ends the error message if llama.cpp refuses the file."""
     threads = threads_for(shape.n_threads)

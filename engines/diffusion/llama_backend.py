@@ -21,7 +21,7 @@ from llama_cpp import _internals
 
 from engines.chat_template import render_instruction
 from engines.errors import EngineError
-from engines.llama_load import ContextShape, gpu_offload_available, open_llama
+from engines.llama_load import ContextShape, gpu_offload_available, open_llama, use_threads
 from engines.threads import threads_for
 from models.errors import UnsupportedModel
 from models.gguf_info import GGUFInfo, inspect_gguf
@@ -61,7 +61,6 @@ class LlamaDiffusionBackend:
         check_diffusion_gguf(self.gguf)
         self._llama = self._load()
         self._ctx = self._llama._ctx
-        self._threads = self._llama.context_params.n_threads
         self._vocab = self._llama._model.vocab
         llama_cpp.llama_set_causal_attn(self._ctx.ctx, False)
         self.vocab_size = int(self._llama.n_vocab())
@@ -138,7 +137,7 @@ class LlamaDiffusionBackend:
         if first_row < 0:
             raise EngineError("a model that shifts its logits needs at least one token before the canvas")
         tokens = [int(t) for t in sequence]
-        self._use_threads(threads_for(self.settings.n_threads, background=True))
+        use_threads(self._llama, threads_for(self.settings.n_threads, background=True))
         if not self.uses_prefix_cache:
             self._ctx.kv_cache_clear()
             return self._decode(tokens, 0, first_row, end - self.shift)
@@ -157,11 +156,6 @@ class LlamaDiffusionBackend:
         rows = self._decode(tokens[keep:], keep, first_row, end - self.shift)
         self._ctx.kv_cache_seq_rm(0, keep, -1)
         return rows
-
-    def _use_threads(self, threads: int) -> None:
-        if threads != self._threads:
-            llama_cpp.llama_set_n_threads(self._ctx.ctx, threads, threads)
-            self._threads = threads
 
     def _decode(self, tokens: list[int], position: int, row_lo: int | None, row_hi: int | None) -> np.ndarray:
         """Decode `tokens` at `position`; return logits for absolute rows [row_lo, row_hi)."""
