@@ -11,7 +11,6 @@ import dataclasses
 import functools
 import tomllib
 import typing
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,34 +18,14 @@ from typing import Any
 import tomli_w
 
 from app.atomic import write_atomic
-from engines.diffusion.settings import Algorithm, EosRule, Schedule
+from engines.diffusion.settings import DiffusionSettings
+from engines.options import Check, at_least, between, from_options, not_empty, one_of, options, to_options
+from engines.options import option as setting
 from router.request import Policy, Quality
-
-Check = Callable[[Any], str | None]
 
 
 class ConfigError(Exception):
     """A config file or value Sharpen cannot use. The message names the file and the key."""
-
-
-def at_least(low: float) -> Check:
-    return lambda v: None if v >= low else f"must be at least {low}"
-
-
-def between(low: float, high: float) -> Check:
-    return lambda v: None if low <= v <= high else f"must be between {low} and {high}"
-
-
-def not_empty(v: Any) -> str | None:
-    return None if str(v).strip() else "must not be empty"
-
-
-def one_of(*choices: str) -> Check:
-    return lambda v: None if v in choices else f"must be one of {', '.join(choices)}"
-
-
-def setting(default: Any, help: str, check: Check | None = None) -> Any:
-    return field(default=default, metadata={"help": help, "check": check})
 
 
 @dataclass(frozen=True)
@@ -91,27 +70,10 @@ class ChatSection:
 
 
 @dataclass(frozen=True)
-class DiffusionSection:
+class DiffusionSection(DiffusionSettings):
+    """The draft options DiffusionSettings declares, plus how the diffusion engine is loaded."""
+
     tokens: int = setting(128, "default draft length, in tokens", between(1, 8192))
-    steps: int = setting(64, "refinement passes K for fixed-step decoding", at_least(1))
-    schedule: Schedule = setting("blocks", "blocks (LLaDA, semi-autoregressive) or timestep (Dream)")
-    block_length: int = setting(32, "block length for the blocks schedule", at_least(1))
-    threshold: float = setting(
-        0.0, "commit every position at least this confident per pass; 0 is off", between(0.0, 1.0)
-    )
-    algorithm: Algorithm = setting("confidence", "which masked positions to commit first")
-    eos: EosRule = setting(
-        "in_order", "where end-of-text may settle: in_order (only where the text has reached), free, or last"
-    )
-    spacing: int = setting(
-        3,
-        "with fixed steps, a pass settles no two positions this close unless too few far-apart masks remain; 0 is off",
-        between(0, 64),
-    )
-    temperature: float = setting(0.0, "sampling temperature; 0 is greedy", between(0.0, 2.0))
-    top_k: int = setting(0, "sample among the k most likely tokens; 0 is off", at_least(0))
-    top_p: float = setting(1.0, "sample within this probability mass; 1 is off", between(0.01, 1.0))
-    seed: int = setting(0, "random seed; the same seed repeats a draft exactly", at_least(0))
     n_ctx: int = setting(1024, "context of the diffusion engine: prompt + draft + text after it", at_least(256))
     n_threads: int = setting(
         0,
@@ -206,16 +168,19 @@ def _section_classes() -> dict[str, type]:
 
 @functools.cache
 def settings_registry() -> dict[str, SettingSpec]:
-    """Every setting by dotted key. A setting typed with a Literal takes exactly the Literal's values."""
+    """Every setting by dotted key. A setting typed with a Literal takes exactly the Literal's values; one
+    that may be None takes its `off` spelling instead."""
     registry: dict[str, SettingSpec] = {}
     for section, section_cls in _section_classes().items():
         hints = typing.get_type_hints(section_cls)
-        for item in dataclasses.fields(section_cls):
+        for item in options(section_cls):
             key = f"{section}.{item.name}"
             kind, check = hints[item.name], item.metadata["check"]
+            if type(None) in typing.get_args(kind):
+                (kind,) = (arg for arg in typing.get_args(kind) if arg is not type(None))
             if typing.get_origin(kind) is typing.Literal:
                 kind, check = str, one_of(*typing.get_args(kind))
-            registry[key] = SettingSpec(key, kind, item.default, item.metadata["help"], check)
+            registry[key] = SettingSpec(key, kind, to_options(item.default, item), item.metadata["help"], check)
     return registry
 
 
@@ -293,19 +258,11 @@ def _sections(registry: dict[str, SettingSpec]) -> str:
 
 
 def config_from_flat(flat: dict[str, Any]) -> Config:
-    by_section: dict[str, dict[str, Any]] = {}
-    for key, value in flat.items():
-        section, name = key.split(".", 1)
-        by_section.setdefault(section, {})[name] = value
-    return Config(**{name: cls(**by_section.get(name, {})) for name, cls in _section_classes().items()})
+    def section(name: str, cls: type) -> Any:
+        given = [(item, flat[f"{name}.{item.name}"]) for item in options(cls) if f"{name}.{item.name}" in flat]
+        return cls(**{item.name: from_options(value, item) for item, value in given})
 
-
-def config_to_flat(config: Config) -> dict[str, Any]:
-    return {
-        f"{section}.{name}": value
-        for section, table in dataclasses.asdict(config).items()
-        for name, value in table.items()
-    }
+    return Config(**{name: section(name, cls) for name, cls in _section_classes().items()})
 
 
 def read_raw(path: Path) -> dict[str, Any]:
@@ -369,4 +326,8 @@ def save_raw(path: Path, raw: dict[str, Any]) -> None:
 
 
 def render_config(config: Config) -> str:
-    return tomli_w.dumps(dataclasses.asdict(config))
+    tables = {
+        name: {item.name: to_options(getattr(section, item.name), item) for item in options(type(section))}
+        for name, section in ((item.name, getattr(config, item.name)) for item in dataclasses.fields(config))
+    }
+    return tomli_w.dumps(tables)

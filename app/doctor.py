@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from app.config import Config, ConfigError, ModelsSection, load_config
+from app.model_manager import size_on_disk
 from app.paths import SharpenPaths, sharpen_paths
-from app.service import SharpenService, size_on_disk
+from app.service import SharpenService
 from engines.llama_build import NO_AMX_FLAGS, BuildInfo, CpuInfo, build_info, build_problems, cpu_info
 from engines.threads import YIELD_AT_CORES, CpuLoad, auto_threads, available_cores
 from models.errors import ModelError, ModelFileError, UnknownModel
@@ -167,7 +168,7 @@ def check_model(service: SharpenService, role: str, name: str) -> Finding:
             "sharpen models use sharpen-draft --for draft",
         )
     try:
-        model = service.check_model(role, name, fit=False)
+        model = service.models.check(role, name, fit=False)
     except UnknownModel as error:
         return Finding(check, "fail" if role == "complete" else "warn", str(error), _use_default(role))
     except ModelFileError as error:
@@ -267,7 +268,7 @@ def check_threads(config: Config, sample_s: float = 0.5) -> Finding:
 
 def _model_name(service: SharpenService, name: str) -> str:
     try:
-        return service.resolve(name).name
+        return service.models.resolve(name).name
     except ModelError:
         return name
 

@@ -1,38 +1,39 @@
-"""The one service the TUI and the CLI both call. It owns configuration and loaded engines."""
+"""The one service the TUI and the CLI both call: one call per intent, each returning a Reply.
+
+It owns the configuration, the loaded engines and the routing; app/model_manager.py owns the models.
+"""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, replace
-from datetime import UTC, datetime
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from app.atomic import write_atomic
-from app.config import Config, ConfigError, load_config, read_raw, set_value, user_catalogue
+from app.config import Config, ConfigError, load_config, set_value
+from app.model_manager import ModelManager
 from app.paths import SharpenPaths, sharpen_paths
+from app.reply import DraftRequest, Opener, Reply
 from engines.cancel import CancelToken
 from engines.diffusion.backend import DraftBackend
 from engines.diffusion.engine import DiffusionEngine
-from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings, check_diffusion_gguf
+from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
 from engines.diffusion.settings import DiffusionSettings
-from engines.diffusion.trace import Trace, TraceError, TraceHeader
+from engines.diffusion.trace import TraceError
 from engines.errors import EngineError
-from engines.events import Done, DraftStats, Event, Pass
+from engines.events import Event
 from engines.llama_ar import LlamaAREngine, LlamaSettings, TrimPolicy
 from engines.llama_load import gpu_offload_available
-from models.catalogue import CatalogueEntry, ResolvedModel, catalogue, resolve_model
-from models.errors import ModelError, UnknownModel, UnsupportedModel
-from models.fit import check_fit, require_disk, require_fit, this_machine
-from models.gguf_info import inspect_gguf
-from models.hf_checkpoint import inspect_checkpoint, is_checkpoint_folder
-from models.hub import HubSettings, ProgressCallback, PullError, PullResult, cached_path, pull, remove
+from models.catalogue import ResolvedModel
+from models.errors import ModelError, UnsupportedModel
+from models.hf_checkpoint import is_checkpoint_folder
 from router.calibration import CalibrationSizes, Progress, calibrate
 from router.cost import DiffusionPlan
 from router.policy import NoEngineAvailable, decide
 from router.profile import CostProfile, DeviceClass, load_profile, save_profile
-from router.request import EngineName, Policy, Request, Route
+from router.request import EngineName, Policy, Request, Route, approximate_tokens
 
 
 class RoutingError(Exception):
@@ -51,78 +52,171 @@ class NoDraftModel(ModelError):
         )
 
 
-@dataclass(frozen=True)
-class ModelStatus:
-    name: str
-    role: str
-    engine: str
-    description: str
-    path: Path | None
-    present: bool
-    size_bytes: int | None
-    in_use_for: tuple[str, ...]
-    source: str = ""
-    download_bytes: int = 0
-    fit: str = ""
-    fits: bool = True
-
-
-def size_on_disk(path: Path) -> int:
-    if path.is_dir():
-        return sum(p.resolve().stat().st_size for p in path.rglob("*") if p.is_file())
-    return path.stat().st_size
-
-
 class SharpenService:
     def __init__(self, config: Config, paths: SharpenPaths) -> None:
         self.config = config
         self.paths = paths
+        self.models = ModelManager(paths, lambda: self.config)
         self._engine_lock = threading.Lock()
-        self._completion_engine: LlamaAREngine | None = None
-        self._draft_engine: DiffusionEngine | None = None
-        self._catalogue: dict[str, CatalogueEntry] | None = None
+        self._ar_engine: LlamaAREngine | None = None
+        self._diffusion_engine: DiffusionEngine | None = None
 
     @classmethod
     def from_environment(cls) -> SharpenService:
         paths = sharpen_paths()
         return cls(load_config(paths.config_file), paths)
 
+    # ----- requests ------------------------------------------------------------------------------
+
+    def complete(
+        self,
+        prefix: str,
+        suffix: str | None = None,
+        *,
+        max_tokens: int | None = None,
+        stop: Sequence[str] = (),
+        temperature: float | None = None,
+        cancel: CancelToken | None = None,
+        trim: TrimPolicy = "left",
+    ) -> Reply:
+        """Continue `prefix` (before `suffix`, where the model fills in the middle) on the AR engine."""
+        tokens = self.config.complete.max_tokens if max_tokens is None else max_tokens
+        opener = self._completion(prefix, suffix, tokens, temperature, cancel, stop=stop, trim=trim)
+        return Reply(self._ar_route(tokens, "completions are AR"), opener, tokens=tokens, kind="complete")
+
+    def chat(
+        self,
+        instruction: str,
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        cancel: CancelToken | None = None,
+    ) -> Reply:
+        """Answer a short instruction through the AR model's chat template."""
+        tokens = self.config.chat.max_tokens if max_tokens is None else max_tokens
+        opener = self._answer(instruction, tokens, temperature, cancel)
+        return Reply(self._ar_route(tokens, "instructions are AR"), opener, tokens=tokens, kind="chat")
+
+    def draft(self, request: DraftRequest, *, cancel: CancelToken | None = None) -> Reply:
+        """A draft or a rewrite: routed, its settings settled once, on the engine the route chose. The
+        engine loads and runs when the reply is iterated."""
+        tokens = request.tokens or self.config.diffusion.tokens
+        overrides = {name: value for name, value in request.overrides.items() if value is not None}
+        settings = self.draft_settings(**overrides)
+        routing = Request(
+            kind=request.kind,
+            output_tokens=tokens,
+            prompt_tokens=approximate_tokens(request.prompt),
+            suffix_tokens=approximate_tokens(request.after),
+            force_engine=request.engine,
+            quality=request.quality or self.config.router.quality,
+        )
+        route = self.route(routing, request.policy, settings)
+        prompt, after, recorded = request.prompt, request.after, request.recorded_prompt
+        if route.engine == "ar":
+            temperature = overrides.get("temperature")
+            opener = (
+                self._answer(prompt, tokens, temperature, cancel)
+                if request.kind == "draft"
+                else self._completion(prompt, after, tokens, temperature, cancel)
+            )
+            return Reply(route, opener, tokens=tokens, kind=request.kind, prompt=recorded)
+        if "steps" not in overrides:  # steps the user fixed are kept; otherwise the router's K
+            settings = self.routed_settings(route, settings)
+        opener = self._on_diffusion(
+            (lambda engine: engine.draft(prompt, tokens, settings, chat=request.chat, cancel=cancel))
+            if request.kind == "draft"
+            else (lambda engine: engine.infill(prompt, after, tokens, settings, cancel=cancel))
+        )
+        return Reply(route, opener, tokens=tokens, settings=settings, kind=request.kind, prompt=recorded)
+
+    def _completion(
+        self,
+        prefix: str,
+        suffix: str | None,
+        tokens: int,
+        temperature: float | None,
+        cancel: CancelToken | None,
+        *,
+        stop: Sequence[str] = (),
+        trim: TrimPolicy = "left",
+    ) -> Opener:
+        chosen = self.config.complete.temperature if temperature is None else temperature
+        return self._on_ar(
+            lambda ar: ar.complete(
+                prefix, suffix, max_tokens=tokens, stop=tuple(stop), temperature=chosen, cancel=cancel, trim=trim
+            )
+        )
+
+    def _answer(self, instruction: str, tokens: int, temperature: float | None, cancel: CancelToken | None) -> Opener:
+        chosen = self.config.chat.temperature if temperature is None else temperature
+        return self._on_ar(lambda ar: ar.chat(instruction, max_tokens=tokens, temperature=chosen, cancel=cancel))
+
+    def _ar_route(self, tokens: int, reason: str) -> Route:
+        return Route("ar", self.config.models.complete, {"max_tokens": tokens}, reason=reason)
+
+    def _on_ar(self, call: Callable[[LlamaAREngine], Iterator[Event]]) -> Opener:
+        def open_stream() -> tuple[Iterator[Event], LlamaAREngine]:
+            engine = self.ar_engine()
+            return call(engine), engine
+
+        return open_stream
+
+    def _on_diffusion(self, call: Callable[[DiffusionEngine], Iterator[Event]]) -> Opener:
+        def open_stream() -> tuple[Iterator[Event], DiffusionEngine]:
+            engine = self.diffusion_engine()
+            return call(engine), engine
+
+        return open_stream
+
+    def draft_settings(self, **overrides: Any) -> DiffusionSettings:
+        """The configured draft settings, with any non-None overrides (from the command line) applied."""
+        return DiffusionSettings.taken_from(self.config.diffusion, **overrides)
+
+    @staticmethod
+    def routed_settings(route: Route, settings: DiffusionSettings) -> DiffusionSettings:
+        """The settings a diffusion route runs with: the router's K (scaled by the quality preset), unless a
+        confidence threshold decides the passes."""
+        if settings.threshold is not None or "steps" not in route.settings:
+            return settings
+        return replace(settings, steps=int(route.settings["steps"]))
+
     # ----- engines -------------------------------------------------------------------------------
 
-    def completion_engine(self) -> LlamaAREngine:
+    def ar_engine(self) -> LlamaAREngine:
         """The AR engine for the configured completion model, loaded on first use."""
         with self._engine_lock:
-            if self._completion_engine is None:
-                model = self.resolve(self.config.models.complete)
-                self._require_fit_to_load(model)
+            if self._ar_engine is None:
+                model = self.models.resolve(self.config.models.complete)
+                self.models.require_fit_to_load(model)
                 ar = self.config.ar
                 settings = LlamaSettings(
                     n_ctx=ar.n_ctx, n_threads=ar.n_threads, n_batch=ar.n_batch, n_gpu_layers=ar.n_gpu_layers
                 )
-                self._completion_engine = LlamaAREngine(model.path, model.name, settings)
-            return self._completion_engine
+                self._ar_engine = LlamaAREngine(model.path, model.name, settings)
+            return self._ar_engine
 
-    def draft_engine(self) -> DiffusionEngine:
+    def diffusion_engine(self) -> DiffusionEngine:
         """The diffusion engine for the configured draft model, loaded on first use."""
         with self._engine_lock:
-            if self._draft_engine is None:
+            if self._diffusion_engine is None:
                 name = self.config.models.draft.strip()
                 if not name:
                     raise NoDraftModel()
-                model = self.resolve(name)
-                self._require_fit_to_load(model)
+                model = self.models.resolve(name)
+                self.models.require_fit_to_load(model)
                 section = self.config.diffusion
                 if is_checkpoint_folder(model.path):
-                    self._draft_engine = DiffusionEngine(self._torch_backend(model), model.name)
-                    return self._draft_engine
+                    self._diffusion_engine = DiffusionEngine(self._torch_backend(model), model.name)
+                    return self._diffusion_engine
                 settings = LlamaDiffusionSettings(
                     n_ctx=section.n_ctx,
                     n_threads=section.n_threads,
                     n_gpu_layers=self.config.ar.n_gpu_layers,
                     cache=section.prefix_cache,
                 )
-                self._draft_engine = DiffusionEngine(LlamaDiffusionBackend(model.path, settings), model.name)
-            return self._draft_engine
+                self._diffusion_engine = DiffusionEngine(LlamaDiffusionBackend(model.path, settings), model.name)
+            return self._diffusion_engine
 
     def _torch_backend(self, model: ResolvedModel) -> DraftBackend:
         folder = model.path
@@ -149,25 +243,6 @@ class SharpenService:
         )
         return TorchDiffusionBackend(folder, settings)
 
-    def diffusion_settings(self, **overrides: Any) -> DiffusionSettings:
-        """The configured draft settings, with any non-None overrides (from the CLI or the UI) applied."""
-        section = self.config.diffusion
-        configured = DiffusionSettings(
-            steps=section.steps,
-            schedule=section.schedule,
-            block_length=section.block_length,
-            threshold=section.threshold or None,
-            algorithm=section.algorithm,
-            eos=section.eos,
-            spacing=section.spacing,
-            temperature=section.temperature,
-            top_k=section.top_k,
-            top_p=section.top_p,
-            seed=section.seed,
-        )
-        settings = replace(configured, **{key: value for key, value in overrides.items() if value is not None})
-        return replace(settings, threshold=None) if settings.threshold == 0 else settings
-
     # ----- routing -------------------------------------------------------------------------------
 
     @property
@@ -192,24 +267,16 @@ class SharpenService:
             if not name.strip():
                 continue
             try:
-                path = self.resolve(name).path
+                path = self.models.resolve(name).path
                 if path.is_file() or (engine == "diffusion" and is_checkpoint_folder(path)):
                     present[engine] = name
             except ModelError:
                 continue
         return present
 
-    def base_plan(self, overrides: DiffusionSettings | None = None) -> DiffusionPlan:
-        settings = overrides or self.diffusion_settings()
-        return DiffusionPlan(settings.steps, settings.block_length, settings.threshold, settings.schedule)
-
-    @staticmethod
-    def settings_for_route(route: Route, base: DiffusionSettings, keep_steps: bool = False) -> DiffusionSettings:
-        """The draft settings a diffusion route runs with: the router's K (scaled by the quality preset),
-        unless a confidence threshold decides the passes or the user fixed the steps."""
-        if keep_steps or base.threshold is not None or "steps" not in route.settings:
-            return base
-        return replace(base, steps=int(route.settings["steps"]))
+    def base_plan(self, settings: DiffusionSettings | None = None) -> DiffusionPlan:
+        chosen = settings or self.draft_settings()
+        return DiffusionPlan(chosen.steps, chosen.block_length, chosen.threshold, chosen.schedule)
 
     def route(self, request: Request, policy: Policy | None = None, base: DiffusionSettings | None = None) -> Route:
         profile, _warning = self.cost_profile()
@@ -225,9 +292,9 @@ class SharpenService:
 
     def calibrate(self, sizes: CalibrationSizes, progress: Progress) -> CostProfile:
         present = self.present_engines()
-        ar = self.completion_engine() if "ar" in present else None
-        diffusion = self.draft_engine() if "diffusion" in present else None
-        profile = calibrate(self.device_class(), ar, diffusion, sizes, progress)
+        ar = self.ar_engine() if "ar" in present else None
+        diffusion = self.diffusion_engine() if "diffusion" in present else None
+        profile = calibrate(self.device_class(), ar, diffusion, sizes, progress, self.draft_settings())
         try:
             save_profile(profile, self.profile_path, write_atomic)
         except OSError as error:
@@ -236,237 +303,18 @@ class SharpenService:
             ) from None
         return profile
 
-    # ----- requests ------------------------------------------------------------------------------
-
-    def complete(
-        self,
-        prefix: str,
-        suffix: str | None = None,
-        *,
-        max_tokens: int | None = None,
-        stop: Sequence[str] = (),
-        temperature: float | None = None,
-        cancel: CancelToken | None = None,
-        trim: TrimPolicy = "left",
-    ) -> Iterator[Event]:
-        settings = self.config.complete
-        return self.completion_engine().complete(
-            prefix,
-            suffix,
-            max_tokens=settings.max_tokens if max_tokens is None else max_tokens,
-            stop=tuple(stop),
-            temperature=settings.temperature if temperature is None else temperature,
-            cancel=cancel,
-            trim=trim,
-        )
-
-    def chat(
-        self,
-        instruction: str,
-        *,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        cancel: CancelToken | None = None,
-    ) -> Iterator[Event]:
-        settings = self.config.chat
-        return self.completion_engine().chat(
-            instruction,
-            max_tokens=settings.max_tokens if max_tokens is None else max_tokens,
-            temperature=settings.temperature if temperature is None else temperature,
-            cancel=cancel,
-        )
-
-    def draft(
-        self,
-        instruction: str,
-        tokens: int | None = None,
-        settings: DiffusionSettings | None = None,
-        *,
-        chat: bool = True,
-        cancel: CancelToken | None = None,
-    ) -> Iterator[Pass | Done]:
-        engine = self.draft_engine()
-        length = self.config.diffusion.tokens if tokens is None else tokens
-        return engine.draft(instruction, length, settings or self.diffusion_settings(), chat=chat, cancel=cancel)
-
-    def infill(
-        self,
-        before: str,
-        after: str,
-        tokens: int | None = None,
-        settings: DiffusionSettings | None = None,
-        *,
-        cancel: CancelToken | None = None,
-    ) -> Iterator[Pass | Done]:
-        engine = self.draft_engine()
-        length = self.config.diffusion.tokens if tokens is None else tokens
-        return engine.infill(before, after, length, settings or self.diffusion_settings(), cancel=cancel)
-
-    def build_trace(self, prompt: str, kind: str, settings: DiffusionSettings, passes: list[Pass], done: Done) -> Trace:
-        """A trace of a finished (or cancelled) draft from its events."""
-        engine = self.draft_engine()
-        stats = done.stats
-        if not isinstance(stats, DraftStats):
-            raise TypeError("a trace records a diffusion draft")
-        trace = Trace(
-            TraceHeader(
-                model=engine.model_name,
-                backend=engine.backend.backend,
-                prompt=prompt,
-                prompt_tokens=stats.prompt_tokens,
-                canvas_length=stats.canvas_tokens,
-                mask_token_id=engine.backend.mask_token_id,
-                settings=settings.as_dict(),
-                created=datetime.now(UTC).isoformat(timespec="seconds"),
-                kind=kind,
-            ),
-            passes=list(passes),
-        )
-        trace.record(done)
-        return trace
-
     def use_model(self, role: str, name: str, *, force: bool = False) -> None:
         """Point a role ("complete" or "draft") at a model, in the config file and in this session."""
         # A missing, corrupt or wrong-kind file fails here, before the config changes.
-        self.check_model(role, name, fit=not force)
-        self._set_model(role, name)
-
-    def check_model(self, role: str, name: str, *, fit: bool = True) -> ResolvedModel:
-        """The model `name` resolved, read and checked for `role`; a ModelError says what is wrong."""
-        if role not in ("complete", "draft"):
-            raise ConfigError(f"unknown role {role!r}: use complete or draft")
-        model = self.resolve(name)
-        path = model.path
-        if model.entry is not None and fit:
-            self._require_fit(model.entry, action=f"use {name}", override="`--force` uses it anyway.")
-        if is_checkpoint_folder(path):
-            if role != "draft":
-                raise UnsupportedModel(path, "is a diffusion checkpoint", "Completions need an autoregressive GGUF.")
-            inspect_checkpoint(path)
-            return model
-        info = inspect_gguf(path)
-        if role == "draft":
-            check_diffusion_gguf(info)
-        elif info.is_diffusion:
-            raise UnsupportedModel(
-                info.path, f"is a diffusion model ({info.architecture})", "Completions need an autoregressive model."
-            )
-        return model
-
-    def _set_model(self, role: str, name: str) -> None:
+        self.models.check(role, name, fit=not force)
         set_value(self.paths.config_file, f"models.{role}", name)
         with self._engine_lock:
             if role == "complete":
                 self.config = replace(self.config, models=replace(self.config.models, complete=name))
-                self._completion_engine = None
+                self._ar_engine = None
             else:
                 self.config = replace(self.config, models=replace(self.config.models, draft=name))
-                self._draft_engine = None
-
-    # ----- models --------------------------------------------------------------------------------
-
-    def catalogue(self) -> dict[str, CatalogueEntry]:
-        """The built-in catalogue plus the user's [catalogue.NAME] entries from config.toml, read once (as
-        the rest of the config is): routing resolves models on every request."""
-        if self._catalogue is None:
-            self._catalogue = catalogue(user_catalogue(read_raw(self.paths.config_file), self.paths.config_file))
-        return self._catalogue
-
-    def resolve(self, name: str) -> ResolvedModel:
-        return resolve_model(name, self.catalogue())
-
-    def entry(self, name: str) -> CatalogueEntry:
-        entries = self.catalogue()
-        if name not in entries:
-            raise UnknownModel(name, sorted(entries))
-        return entries[name]
-
-    def models(self) -> list[ModelStatus]:
-        in_use = {"complete": self.config.models.complete, "draft": self.config.models.draft}
-        machine = this_machine()
-        statuses: list[ModelStatus] = []
-        for entry in self.catalogue().values():
-            try:
-                path: Path | None = resolve_model(entry.name, {entry.name: entry}).path
-            except ModelError:
-                path = None
-            present = path is not None and (path.is_file() or is_checkpoint_folder(path))
-            verdict = check_fit(entry, machine)
-            statuses.append(
-                ModelStatus(
-                    name=entry.name,
-                    role=entry.role,
-                    engine=entry.engine,
-                    description=entry.description,
-                    path=path,
-                    present=present,
-                    size_bytes=size_on_disk(path) if present and path else None,
-                    in_use_for=tuple(role for role, name in in_use.items() if name == entry.name),
-                    source=entry.source,
-                    download_bytes=entry.size_bytes,
-                    fit=verdict.reason,
-                    fits=verdict.fits,
-                )
-            )
-        return statuses
-
-    def model_info(self, name: str) -> dict[str, object]:
-        """Everything known about one catalogue model: the entry, where it is, whether it fits, and what
-        the file itself says if it is present."""
-        entry = self.entry(name)
-        status = next(s for s in self.models() if s.name == name)
-        info: dict[str, object] = {
-            key: value for key, value in asdict(entry).items() if key not in ("name",) and value not in ("", 0, 0.0)
-        }
-        info |= {"name": name, "present": status.present, "path": str(status.path) if status.path else None}
-        info |= {"in_use_for": list(status.in_use_for), "fits": status.fits, "fit": status.fit}
-        if status.present and status.path is not None:
-            details = (
-                inspect_checkpoint(status.path).summary()
-                if is_checkpoint_folder(status.path)
-                else inspect_gguf(status.path).summary()
-            )
-            info["file"] = details
-        return info
-
-    def pull_model(
-        self, name: str, *, offline: bool = False, force: bool = False, progress: ProgressCallback | None = None
-    ) -> PullResult:
-        """Download a catalogue model into the Hugging Face cache (after the fit and disk checks)."""
-        entry = self.entry(name)
-        settings = HubSettings.from_environment(offline=offline)
-        if not entry.is_hub:
-            raise PullError(
-                f"{name} is {'embedded in Sharpen' if entry.is_embedded else 'a local model'}: nothing to pull"
-            )
-        if not force and cached_path(entry, settings) is None:
-            self._require_fit(entry, action=f"download {name}", override="`--force` downloads it anyway.")
-            if not settings.offline:
-                require_disk(entry, settings.cache_dir, override="`--force` downloads it anyway.")
-        return pull(entry, settings=settings, progress=progress)
-
-    def remove_model(self, name: str) -> int:
-        """Delete a pulled model from the Hugging Face cache; the bytes freed."""
-        entry = self.entry(name)
-        in_use = [role for role in ("complete", "draft") if getattr(self.config.models, role) == name]
-        if in_use:
-            raise PullError(
-                f"{name} is in use for {' and '.join(in_use)}; switch to another model first "
-                f"(`sharpen models use OTHER --for {in_use[0]}`)"
-            )
-        return remove(entry)
-
-    def _require_fit(self, entry: CatalogueEntry, *, action: str, override: str) -> None:
-        if entry.needs_ram_gib or entry.needs_vram_gib:
-            require_fit(entry, this_machine(), action=action, override=override)
-
-    def _require_fit_to_load(self, model: ResolvedModel) -> None:
-        if model.entry is not None and self.config.models.check_fit:
-            self._require_fit(
-                model.entry,
-                action=f"load {model.name}",
-                override="`sharpen config set models.check_fit false` loads it anyway.",
-            )
+                self._diffusion_engine = None
 
     def _quantization_for(self, model: ResolvedModel) -> str:
         chosen = self.config.diffusion.quantization

@@ -115,16 +115,18 @@ def _completions(service: Any, count: int, deadline: float) -> list[float]:
 
 
 def _draft_passes(service: Any, count: int, deadline: float, stop: threading.Event | None = None) -> list[float]:
-    from engines.events import Done, DraftStats
+    from app.reply import DraftRequest
+    from engines.events import DiffusionStats
 
-    settings = service.diffusion_settings(steps=16)
+    request = DraftRequest("draft", DRAFT_PROMPT, tokens=64, overrides={"steps": 16}, engine="diffusion")
     per_pass: list[float] = []
     for _ in range(count):
         if time.monotonic() > deadline or (stop is not None and stop.is_set()):
             break
-        for event in service.draft(DRAFT_PROMPT, 64, settings):
-            if isinstance(event, Done) and isinstance(event.stats, DraftStats):
-                per_pass.append(event.stats.ms_per_pass / 1000)
+        reply = service.draft(request)
+        reply.text()
+        if isinstance(reply.done.stats, DiffusionStats):
+            per_pass.append(reply.done.stats.ms_per_pass / 1000)
     return per_pass
 
 

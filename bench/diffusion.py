@@ -42,7 +42,7 @@ from engines.diffusion.hf.backend import TorchDiffusionBackend, TorchDiffusionSe
 from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
 from engines.diffusion.sampler import DiffusionSampler
 from engines.diffusion.settings import DiffusionSettings
-from engines.events import Done, DraftStats, Pass
+from engines.events import DiffusionStats, Done, Pass
 from engines.llama_ar import LlamaAREngine, LlamaSettings
 from models.catalogue import resolve_model
 
@@ -74,7 +74,7 @@ def run_draft(engine: DiffusionEngine, prompt: list[int], n: int, settings: Diff
                 cancel.cancel()
         else:
             done = event
-    assert done is not None and isinstance(done.stats, DraftStats) and last is not None
+    assert done is not None and isinstance(done.stats, DiffusionStats) and last is not None
     stats = done.stats
     cut = stats.finish_reason == "cancelled"
     return Run(
@@ -108,9 +108,9 @@ def table_sizes(args: argparse.Namespace, ar: LlamaAREngine, full: DiffusionEngi
     for n in args.sizes:
         ar_s = ar_seconds(ar, prompt, n)
         for label, settings in (
-            ("K=N", DiffusionSettings(steps=n, block_length=32, stop_at_eos=False)),
-            ("K=N/4", DiffusionSettings(steps=n // 4, block_length=32, stop_at_eos=False)),
-            ("thr 0.9", DiffusionSettings(threshold=0.9, block_length=32, stop_at_eos=False)),
+            ("K=N", DiffusionSettings.reference(steps=n, block_length=32, stop_at_eos=False)),
+            ("K=N/4", DiffusionSettings.reference(steps=n // 4, block_length=32, stop_at_eos=False)),
+            ("thr 0.9", DiffusionSettings.reference(threshold=0.9, block_length=32, stop_at_eos=False)),
         ):
             r = run_draft(full, prompt, n, settings, args.budget_s)
             if r.cut and settings.threshold is None:
@@ -138,7 +138,7 @@ def prefix_cache(args: argparse.Namespace, cacheable_path: Path) -> None:
     )
     document = DOCUMENTS.read_text().split("===\n")[0]
     prompt = full.backend.tokenize(document, add_bos=True)[:200]
-    settings = DiffusionSettings(steps=64, block_length=32, stop_at_eos=False)
+    settings = DiffusionSettings.reference(steps=64, block_length=32, stop_at_eos=False)
     print(
         f"\n3. Prefix cache vs full re-decoding (cacheable stand-in, prompt {len(prompt)}, N=256, blocks of 32, K=64)"
     )
@@ -207,7 +207,7 @@ class _AgreementProbe:
 def torch_caches() -> None:
     from hf_stand_in import dream_from_smollm2, llada_from_sharpen_draft
 
-    settings = DiffusionSettings(steps=64, block_length=32, stop_at_eos=False)
+    settings = DiffusionSettings.reference(steps=64, block_length=32, stop_at_eos=False)
     smollm2 = dream_from_smollm2(resolve_model("smollm2-135m-instruct").path, OUT / "smollm2-dream-hf")
     trained = llada_from_sharpen_draft(resolve_model("sharpen-draft").path, OUT / "sharpen-draft-llada-hf")
     document = DOCUMENTS.read_text().split("===\n")[0]

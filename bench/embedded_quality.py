@@ -30,7 +30,7 @@ from machine import describe_machine
 from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
 from engines.diffusion.settings import EOS_RULES, DiffusionSettings
-from engines.events import Done, DraftStats
+from engines.events import DiffusionStats, Done
 from engines.llama_ar import LlamaAREngine, LlamaSettings
 from models.catalogue import resolve_model
 from models.training.data import Pair, is_held_out, load_pairs
@@ -89,11 +89,11 @@ def main() -> None:
     print(f"machine: {describe_machine()}")
     print(f"{len(pairs)} held-out instructions, {N}-token drafts, greedy, blocks of 32; perplexity by SmolLM2-135M")
     print(f"end-of-text settles: {eos}; K rows with spacing {args.spacing}, (ref) rows without")
-    variants = {"K=N": DiffusionSettings(steps=N, block_length=32, eos=eos, spacing=args.spacing)}
+    variants = {"K=N": DiffusionSettings.reference(steps=N, block_length=32, eos=eos, spacing=args.spacing)}
     for divisor in (2, 4, 8):
         for name, spacing in ((f"K=N/{divisor}", args.spacing), (f"K=N/{divisor} (ref)", 0)):
-            variants[name] = DiffusionSettings(steps=N // divisor, block_length=32, eos=eos, spacing=spacing)
-    variants["threshold 0.9"] = DiffusionSettings(threshold=0.9, block_length=32, eos=eos)
+            variants[name] = DiffusionSettings.reference(steps=N // divisor, block_length=32, eos=eos, spacing=spacing)
+    variants["threshold 0.9"] = DiffusionSettings.reference(threshold=0.9, block_length=32, eos=eos)
     names = [*variants, "SmolLM2 (AR)", "shuffled words"]
     scores: dict[str, list[float]] = {name: [] for name in names}
     repeats: dict[str, list[float]] = {name: [] for name in names}
@@ -106,7 +106,7 @@ def main() -> None:
     for pair in pairs:
         for name, settings in variants.items():
             done = [e for e in diffusion.draft(pair.instruction, N, settings) if isinstance(e, Done)][-1]
-            assert isinstance(done.stats, DraftStats)
+            assert isinstance(done.stats, DiffusionStats)
             passes[name].append(done.stats.passes)
             per_pass[name].append(done.stats.generated_tokens / max(1, done.stats.passes))
             scores[name].append(scored(scorer, ar, pair.instruction, done.text)[0])

@@ -103,7 +103,7 @@ def main() -> None:
         request = Request(kind, n, prompt_tokens=prompt_tokens, suffix_tokens=suffix_tokens)
         route = decide(request, profile, models, base, "fastest")
         plan = diffusion_plan(request, base)
-        settings = DiffusionSettings(steps=plan.steps, block_length=plan.block_length, stop_at_eos=False)
+        settings = DiffusionSettings.reference(steps=plan.steps, block_length=plan.block_length, stop_at_eos=False)
         measured: dict[EngineName, float] = {}
         if kind == "infill":
             ar_prompt, _trimmed = ar.completion_prompt(before, None, n)

@@ -32,6 +32,7 @@ from textual import events
 
 from app.config import Config, DiffusionSection, ModelsSection, RouterSection, UiSection
 from app.paths import sharpen_paths
+from app.reply import DraftRequest
 from app.service import SharpenService
 from models.catalogue import resolve_model
 from router.request import Quality
@@ -66,8 +67,10 @@ async def measure(model: Path, quality: Quality, keystrokes: int) -> tuple[list[
     latencies: list[float] = []
     try:
         async with app.run_test(size=(100, 30)) as pilot:
-            app.service.draft_engine()  # load the model before timing
-            app.start_draft("draft", "Write a long letter to the team about the move", "", TOKENS)
+            app.service.diffusion_engine()  # load the model before timing
+            app.start_draft(
+                DraftRequest("draft", "Write a long letter to the team about the move", tokens=TOKENS), "Draft"
+            )
             started = time.perf_counter()
             while not app.draft or not app.draft.passes:
                 await pilot.pause(0.01)
@@ -108,6 +111,7 @@ def main() -> None:
     print(f"machine: {describe_machine()}")
     with tempfile.TemporaryDirectory() as home:
         os.environ["SHARPEN_HOME"] = home
+        OUT.mkdir(parents=True, exist_ok=True)  # write_tiny_model does not make its folder
         tiny = write_tiny_model(OUT / "tiny-cacheable.gguf", causal=False, mask_token_id=16, shift_logits=False)
         stand_in = write_stand_in(
             resolve_model("smollm2-135m-instruct").path, OUT / "smollm2-cacheable.gguf", arch="llama", causal=False

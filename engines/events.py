@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 FinishReason = Literal["stop", "length", "eos", "cancelled"]
 MASKED_PIECE = ""
@@ -39,6 +39,23 @@ class GenerationStats:
         decode_s = self.total_s - self.time_to_first_token_s
         return (self.generated_tokens - 1) / decode_s if decode_s > 0 else 0.0
 
+    def as_json(self) -> dict[str, Any]:
+        first = self.time_to_first_token_s
+        return {
+            "finish_reason": self.finish_reason,
+            "tokens": {
+                "prompt": self.prompt_tokens,
+                "reused": self.reused_tokens,
+                "trimmed": self.trimmed_tokens,
+                "generated": self.generated_tokens,
+            },
+            "timings": {
+                "time_to_first_token_ms": None if first is None else round(first * 1000, 2),
+                "total_ms": round(self.total_s * 1000, 2),
+                "tokens_per_s": round(self.tokens_per_s, 2),
+            },
+        }
+
 
 @dataclass(frozen=True)
 class Pass:
@@ -64,7 +81,7 @@ class Pass:
 
 
 @dataclass(frozen=True)
-class DraftStats:
+class DiffusionStats:
     prompt_tokens: int
     canvas_tokens: int
     # Tokens of the draft itself: the canvas minus the end-of-text padding trimmed from it.
@@ -90,23 +107,26 @@ class DraftStats:
         working_s = self.total_s - self.waited_s
         return 1 - self.backend_s / working_s if working_s > 0 else 0.0
 
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "finish_reason": self.finish_reason,
+            "tokens": {"prompt": self.prompt_tokens, "canvas": self.canvas_tokens, "generated": self.generated_tokens},
+            "passes": self.passes,
+            "timings": {
+                "total_ms": round(self.total_s * 1000, 2),
+                "ms_per_pass": round(self.ms_per_pass, 2),
+                "tokens_per_s": round(self.tokens_per_s, 2),
+                "sampler_share": round(self.sampler_share, 4),
+            },
+        }
+
 
 @dataclass(frozen=True)
 class Done:
     """The last event of every generation, cancelled ones included."""
 
     text: str
-    stats: GenerationStats | DraftStats
+    stats: GenerationStats | DiffusionStats
 
 
 Event = Token | Pass | Done
-
-
-@dataclass(frozen=True)
-class EngineInfo:
-    name: str
-    model: str
-    model_path: str
-    backend: str
-    device: str
-    context_length: int

@@ -15,9 +15,9 @@ import llama_cpp
 from engines.cancel import NEVER_CANCELLED, CancelToken
 from engines.chat_template import render_instruction
 from engines.errors import EmptyPromptError, InvalidRequestError, PromptTooLongError
-from engines.events import Done, EngineInfo, Event, FinishReason, GenerationStats, Token
+from engines.events import Done, Event, FinishReason, GenerationStats, Token
 from engines.llama_batched import BatchedReply, greedy_replies
-from engines.llama_load import ContextShape, gpu_offload_available, open_llama, use_threads
+from engines.llama_load import ContextShape, open_llama, use_threads
 from engines.threads import FOREGROUND, threads_for
 from models.errors import UnsupportedModel
 from models.gguf_info import GGUFInfo, inspect_gguf
@@ -126,17 +126,6 @@ class LlamaAREngine:
     def context_length(self) -> int:
         # llama.cpp may round the context up; llama-cpp-python's token buffer keeps the size asked for.
         return min(self._llama.n_ctx(), len(self._llama.input_ids))
-
-    def info(self) -> EngineInfo:
-        offload = gpu_offload_available() and self.settings.n_gpu_layers != 0
-        return EngineInfo(
-            name="llama-ar",
-            model=self.model_name,
-            model_path=str(self.model_path),
-            backend=self.backend,
-            device="gpu" if offload else "cpu",
-            context_length=self.context_length,
-        )
 
     # ----- prompts -------------------------------------------------------------------------------
 

@@ -286,7 +286,6 @@ def expected_tensors(spec: TransformerSpec) -> dict[str, tuple[str, tuple[int, .
 # those as 8-bit with one fp32 per 256 of them: 0.5 + 1/64 * (1 + 4/256) bytes per weight.
 NF4_BYTES = 0.5 + (1 + 4 / 256) / 64
 INT8_BYTES = 1 + 4 / 4096  # one int8 per weight, an fp32 scale per output row (rows of ~4096)
-LOAD_AS = ("fp32", "bf16", "nf4", "int8")
 
 
 def estimate_memory(spec: TransformerSpec) -> MemoryEstimate:

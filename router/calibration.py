@@ -5,14 +5,14 @@ from __future__ import annotations
 import platform
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 import numpy as np
 
 from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.settings import DiffusionSettings
-from engines.events import Done, DraftStats, Event, GenerationStats
+from engines.events import DiffusionStats, Done, Event, GenerationStats
 from engines.llama_ar import LlamaAREngine
 from router.profile import ArCosts, CostProfile, DeviceClass, DiffusionCosts, default_profile
 
@@ -23,6 +23,8 @@ PROMPT_TEXT = (
     "questions this morning and I think we can close most of them before the end of the week. "
 )
 INSTRUCTION = "Write a short email to a colleague about moving our weekly meeting to Thursday."
+# Fast-dLLM's confidence threshold, measured where the user set none.
+THRESHOLD = 0.9
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,9 @@ def calibrate_ar(engine: LlamaAREngine, sizes: CalibrationSizes, progress: Progr
     )
 
 
-def calibrate_diffusion(engine: DiffusionEngine, sizes: CalibrationSizes, progress: Progress) -> DiffusionCosts:
+def calibrate_diffusion(
+    engine: DiffusionEngine, sizes: CalibrationSizes, progress: Progress, settings: DiffusionSettings
+) -> DiffusionCosts:
     backend = engine.backend
     prompt = engine.draft_prompt(INSTRUCTION, max(sizes.canvas_sizes)).prompt
     points: list[tuple[int, float]] = []
@@ -83,13 +87,11 @@ def calibrate_diffusion(engine: DiffusionEngine, sizes: CalibrationSizes, progre
             backend.logits(sequence, len(prompt), len(sequence), 0)
             points.append((len(sequence), time.perf_counter() - start))
     base, per_position = _fit_line(points)
-    progress(0.9, "diffusion: passes under threshold 0.9")
-    stats = _done(
-        engine.draft(
-            INSTRUCTION, sizes.threshold_tokens, DiffusionSettings(threshold=0.9, block_length=32, stop_at_eos=False)
-        )
-    ).stats
-    assert isinstance(stats, DraftStats)
+    # The user's own settings, with their threshold or Fast-dLLM's 0.9, over the whole canvas.
+    measured = replace(settings, threshold=settings.threshold or THRESHOLD, stop_at_eos=False)
+    progress(0.9, f"diffusion: passes under threshold {measured.threshold}")
+    stats = _done(engine.draft(INSTRUCTION, sizes.threshold_tokens, measured)).stats
+    assert isinstance(stats, DiffusionStats)
     return DiffusionCosts(
         model=engine.model_name,
         pass_base_s=base,
@@ -118,6 +120,7 @@ def calibrate(
     diffusion: DiffusionEngine | None,
     sizes: CalibrationSizes = CalibrationSizes(),
     progress: Progress = lambda _f, _s: None,
+    settings: DiffusionSettings = DiffusionSettings(),
 ) -> CostProfile:
     """Measure what is installed; an engine without a model keeps the device class's default costs."""
     defaults = default_profile(device)
@@ -127,7 +130,7 @@ def calibrate(
         created=datetime.now(UTC).isoformat(timespec="seconds"),
         calibrated=True,
         ar=calibrate_ar(ar, sizes, progress) if ar else defaults.ar,
-        diffusion=calibrate_diffusion(diffusion, sizes, progress) if diffusion else defaults.diffusion,
+        diffusion=calibrate_diffusion(diffusion, sizes, progress, settings) if diffusion else defaults.diffusion,
     )
     progress(1.0, "done")
     return profile

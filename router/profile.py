@@ -57,10 +57,6 @@ def default_profile(device: DeviceClass) -> CostProfile:
     return CostProfile(device="cpu")
 
 
-class ProfileWarning(UserWarning):
-    pass
-
-
 def render_profile(profile: CostProfile) -> str:
     return tomli_w.dumps(asdict(profile))
 

@@ -51,7 +51,14 @@ class Route:
     reason: str = ""
     policy: Policy = "design"
 
-    @property
-    def estimated_s(self) -> float | None:
-        chosen = self.estimates.get(self.engine)
-        return chosen.seconds if chosen else None
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "engine": self.engine,
+            "model": self.model,
+            "settings": self.settings,
+            "reason": self.reason,
+            "policy": self.policy,
+            "estimates": {
+                name: {"seconds": round(e.seconds, 4), "detail": e.detail} for name, e in self.estimates.items()
+            },
+        }

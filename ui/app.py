@@ -7,10 +7,9 @@ The UI reaches the engines only through SharpenService.
 from __future__ import annotations
 
 import contextlib
-import time
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from textual import on
 from textual.actions import SkipAction
@@ -22,15 +21,14 @@ from textual.widgets import Footer
 
 from app.config import KeysSection, settings_registry
 from app.documents import DocumentError, DocumentStore
+from app.reply import DraftRequest
 from app.service import SharpenError, SharpenService
 from engines.cancel import CancelToken
-from engines.diffusion.settings import DiffusionSettings
-from engines.diffusion.trace import Trace, TraceError, load_trace
-from engines.events import Done, DraftStats, Event, Pass, Token
-from router.request import Kind, Request, Route, approximate_tokens
-from ui.draft_panel import DraftPanel
+from engines.diffusion.trace import TraceError, load_trace
+from router.request import approximate_tokens
+from ui.draft_panel import DraftPanel, DraftRun
 from ui.editor import SharpenEditor
-from ui.messages import DraftFailed, DraftFinished, DraftPass, DraftStarted, DraftText, SuggestionReady
+from ui.messages import SuggestionReady
 from ui.screens.dialogs import DraftAsk, DraftPromptScreen, PathScreen, RecoveryScreen
 from ui.screens.help import HelpScreen
 from ui.screens.models import ModelsScreen
@@ -55,24 +53,6 @@ EDITOR_KEYS = ("accept_suggestion", "accept_word", "dismiss")
 DEFAULT_KEYS = KeysSection()
 
 
-@dataclass
-class DraftRun:
-    kind: Kind
-    prompt: str
-    route: Route
-    settings: DiffusionSettings | None
-    original_selection: str
-    cancel: CancelToken = field(default_factory=CancelToken)
-    # Appended by the worker thread; the UI shows the newest one.
-    passes: list[Pass] = field(default_factory=list)
-    # True while a DraftPass message is queued: the worker then only appends, so a fast model
-    # never floods the UI thread with more frames than it can draw (the newest pass wins).
-    frame_queued: bool = False
-    text: str = ""
-    done: Done | None = None
-    started: float = field(default_factory=time.perf_counter)
-
-
 class SharpenApp(App[None]):
     CSS_PATH = "styles.tcss"
     TITLE = "Sharpen"
@@ -94,8 +74,6 @@ class SharpenApp(App[None]):
         self.store = DocumentStore(service.paths.state_dir / "autosave")
         self.saved_text = ""
         self.autosaved_text = ""
-        self.draft: DraftRun | None = None
-        self.last_trace: Trace | None = None
         self._complete_cancel = CancelToken()
         self._debounce: Timer | None = None
         self._complete_failed = False
@@ -104,7 +82,7 @@ class SharpenApp(App[None]):
 
     def compose(self) -> ComposeResult:
         yield SharpenEditor(id="editor", max_chars_right=self.service.config.ui.max_chars_right_of_cursor)
-        yield DraftPanel(id="draft-panel")
+        yield DraftPanel(self.show_status, id="draft-panel")
         yield StatusBar(id="status")
         yield Footer()
 
@@ -119,6 +97,14 @@ class SharpenApp(App[None]):
     @property
     def status(self) -> StatusBar:
         return self.query_one("#status", StatusBar)
+
+    @property
+    def draft(self) -> DraftRun | None:
+        """The draft in the panel, refining or finished; None when the panel is closed."""
+        return self.panel.run
+
+    def show_status(self, **changes: Any) -> None:
+        self.status.info = self.status.info.but(**changes)
 
     def on_mount(self) -> None:
         self.set_keymap(self.keymap())
@@ -205,8 +191,6 @@ class SharpenApp(App[None]):
 
     def on_unmount(self) -> None:
         self._complete_cancel.cancel()
-        if self.draft is not None:
-            self.draft.cancel.cancel()
         # The app is closing: a failed autosave must not turn a clean exit into a traceback.
         with contextlib.suppress(Exception):
             self.autosave()
@@ -232,19 +216,19 @@ class SharpenApp(App[None]):
 
     def _complete(self, message: SharpenEditor.SuggestionWanted, cancel: CancelToken) -> None:
         try:
-            events = self.service.complete(
+            reply = self.service.complete(
                 message.prefix,
                 message.suffix,
                 max_tokens=self.service.config.ui.suggestion_tokens,
                 cancel=cancel,
             )
-            done = next(e for e in events if isinstance(e, Done))
+            text = reply.text()
         except SharpenError as error:
             self._complete_failed = True
             self.call_from_thread(self.notify, f"autocomplete is off: {error}", severity="error", timeout=10)
             return
-        if done.stats.finish_reason != "cancelled":
-            self.post_message(SuggestionReady(message.request_id, message.prefix, done.text))
+        if reply.done is not None and reply.done.stats.finish_reason != "cancelled":
+            self.post_message(SuggestionReady(message.request_id, message.prefix, text))
 
     @on(SuggestionReady)
     def show_suggestion(self, message: SuggestionReady) -> None:
@@ -260,201 +244,64 @@ class SharpenApp(App[None]):
     # ----- drafts --------------------------------------------------------------------------------
 
     def action_draft(self) -> None:
-        if self.draft is not None and self.draft.done is None:
+        if self.panel.refining:
             self.notify("a draft is already refining: esc cancels it")
             return
         self.push_screen(DraftPromptScreen(self.service.config.diffusion.tokens), self._draft_asked)
 
     def _draft_asked(self, ask: DraftAsk | None) -> None:
         if ask is not None:
-            self.start_draft("draft", ask.prompt, "", ask.tokens)
+            self.start_draft(DraftRequest("draft", ask.prompt, tokens=ask.tokens), f"Draft: {ask.prompt[:70]}")
 
     def action_rewrite(self) -> None:
         editor = self.editor
         if editor.selection.is_empty:
             self.notify("select the text to rewrite first")
             return
-        if self.draft is not None and self.draft.done is None:
+        if self.panel.refining:
             self.notify("a draft is already refining: esc cancels it")
             return
         start, end = sorted(editor.selection)
         before = editor.get_text_range((0, 0), start)
         after = editor.get_text_range(end, editor.document.end)
         tokens = max(8, round(approximate_tokens(editor.selected_text) * 1.25))
-        self.start_draft("infill", before, after, tokens)
+        self.start_draft(DraftRequest("infill", before, after, tokens=tokens), "Rewrite of the selection")
 
-    def start_draft(self, kind: Kind, prompt: str, after: str, tokens: int) -> None:
-        """Route the request, open the panel, and refine in a thread worker."""
-        request = Request(
-            kind=kind,
-            output_tokens=tokens,
-            prompt_tokens=approximate_tokens(prompt),
-            suffix_tokens=approximate_tokens(after),
-            quality=self.service.config.router.quality,
-        )
+    def start_draft(self, request: DraftRequest, label: str) -> None:
+        """Ask the service for the draft and hand its reply to the panel, which refines it in a worker."""
+        cancel = CancelToken()
         try:
-            route = self.service.route(request)
+            reply = self.service.draft(request, cancel=cancel)
         except SharpenError as error:
             self.notify(str(error), severity="error", timeout=10)
             return
-        settings = None
-        if route.engine == "diffusion":
-            settings = self.service.settings_for_route(route, self.service.diffusion_settings())
-        run = DraftRun(kind, prompt, route, settings, self.editor.selected_text)
-        self.draft = run
-        label = "Rewrite of the selection" if kind == "infill" else f"Draft: {prompt[:70]}"
-        self.panel.open(f"{label} · {tokens} tokens")
-        self.post_message(DraftStarted(route.engine, route.model, route.reason, tokens))
-        self.run_worker(lambda: self._refine(run, after, tokens), thread=True, group="draft", exit_on_error=False)
-
-    def _refine(self, run: DraftRun, after: str, tokens: int) -> None:
-        service, cancel = self.service, run.cancel
-        try:
-            events: Iterator[Event]
-            if run.route.engine == "diffusion":
-                events = (
-                    service.draft(run.prompt, tokens, run.settings, cancel=cancel)
-                    if run.kind == "draft"
-                    else service.infill(run.prompt, after, tokens, run.settings, cancel=cancel)
-                )
-            elif run.kind == "draft":
-                events = service.chat(run.prompt, max_tokens=tokens, cancel=cancel)
-            else:
-                events = service.complete(run.prompt, after, max_tokens=tokens, cancel=cancel)
-            text, count = "", 0
-            for event in events:
-                if isinstance(event, Pass):
-                    run.passes.append(event)
-                    if not run.frame_queued:
-                        run.frame_queued = True
-                        self.post_message(DraftPass(event))
-                elif isinstance(event, Token):
-                    text, count = text + event.text, count + 1
-                    self.post_message(DraftText(text, count, time.perf_counter() - run.started))
-                else:
-                    self.post_message(DraftFinished(event))
-        except SharpenError as error:
-            self.post_message(DraftFailed(str(error)))
-
-    @on(DraftStarted)
-    def _draft_started(self, message: DraftStarted) -> None:
-        planned = None
-        if self.draft and self.draft.settings and self.draft.settings.threshold is None:
-            planned = self.draft.settings.steps
-        self.status.info = self.status.info.but(
-            engine=message.engine,
-            model=message.model,
-            reason=message.reason,
-            state="drafting",
-            passes=0,
-            planned_passes=planned,
-            tokens=0,
-            tokens_per_s=0.0,
-            elapsed_s=0.0,
-        )
-
-    @on(DraftPass)
-    def _draft_pass(self, _message: DraftPass) -> None:
-        run = self.draft
-        if run is None:
-            return
-        run.frame_queued = False
-        event = run.passes[-1]
-        self.panel.view.current = event
-        settled = len(event.masked) - sum(event.masked)
-        self.status.info = self.status.info.but(
-            passes=event.index + 1,
-            tokens=settled,
-            elapsed_s=event.elapsed_s,
-            tokens_per_s=settled / event.elapsed_s if event.elapsed_s > 0 else 0.0,
-        )
-
-    @on(DraftText)
-    def _draft_text(self, message: DraftText) -> None:
-        if self.draft is None:
-            return
-        self.draft.text = message.text
-        self.panel.view.streamed = message.text
-        self.status.info = self.status.info.but(
-            tokens=message.tokens,
-            elapsed_s=message.elapsed_s,
-            tokens_per_s=message.tokens / message.elapsed_s if message.elapsed_s > 0 else 0.0,
-        )
-
-    @on(DraftFinished)
-    def _draft_finished(self, message: DraftFinished) -> None:
-        run = self.draft
-        if run is None:
-            return
-        run.done = message.done
-        if run.passes:
-            self.panel.view.current = run.passes[-1]
-        stats = message.done.stats
-        if isinstance(stats, DraftStats) and run.settings is not None:
-            self.last_trace = self.service.build_trace(run.prompt, run.kind, run.settings, run.passes, message.done)
-            tokens, passes = stats.generated_tokens, stats.passes
-        else:
-            tokens, passes = stats.generated_tokens, 0
-        if not run.passes:
-            self.panel.view.streamed = message.done.text
-        if stats.finish_reason == "cancelled":
-            self.panel.hint("cancelled · esc closes")
-            state = "cancelled"
-        else:
-            playback = " · f5 plays the passes back" if run.passes else ""
-            self.panel.hint(f"ctrl+enter / ctrl+y inserts · esc drops{playback}")
-            state = "draft ready"
-        self.status.info = self.status.info.but(
-            state=state,
-            tokens=tokens,
-            passes=passes or self.status.info.passes,
-            elapsed_s=stats.total_s,
-            tokens_per_s=tokens / stats.total_s if stats.total_s > 0 else 0.0,
-        )
-
-    @on(DraftFailed)
-    def _draft_failed(self, message: DraftFailed) -> None:
-        self.notify(message.error, severity="error", timeout=10)
-        self.panel.hint("failed · esc closes")
-        if self.draft is not None:
-            self.draft.done = Done("", DraftStats(0, 0, 0, 0, 0.0, 0.0, "cancelled"))
-        self.status.info = self.status.info.but(state="draft failed")
+        self.panel.start(reply, cancel, f"{label} · {reply.tokens} tokens", self.editor.selected_text)
 
     def action_cancel_draft(self) -> None:
-        run = self.draft
-        if run is None:
-            return
-        if run.done is None:
-            run.cancel.cancel()
-            self.panel.hint("cancelling…")
-            return
-        self.draft = None
-        self.panel.close()
-        self.status.info = self.status.info.but(state="ready")
-        self.editor.focus()
+        if self.panel.cancel() and self.panel.run is None:
+            self.editor.focus()
 
     def action_accept_draft(self) -> None:
-        run = self.draft
-        if run is None or run.done is None or run.done.stats.finish_reason == "cancelled":
+        finished = self.panel.finished_text()
+        if finished is None:
             raise SkipAction()
+        run, text = finished
         editor = self.editor
-        text = run.done.text
         if run.kind == "infill" and editor.selected_text == run.original_selection:
             editor.replace(text, *sorted(editor.selection))
         else:
             editor.insert(text)
-        self.draft = None
         self.panel.close()
-        self.status.info = self.status.info.but(state="ready")
         editor.focus()
 
     # ----- playback, models, help ----------------------------------------------------------------
 
     def action_playback(self) -> None:
-        if self.last_trace is None:
+        trace = self.panel.last_trace
+        if trace is None:
             self.notify("no diffusion draft to play back yet")
             return
-        self.push_screen(PlaybackScreen(self.last_trace, self.service.paths.data_dir / "traces"))
+        self.push_screen(PlaybackScreen(trace, self.service.paths.data_dir / "traces"))
 
     def _open_trace(self, path: Path) -> None:
         try:
@@ -462,7 +309,7 @@ class SharpenApp(App[None]):
         except TraceError as error:
             self.notify(str(error), severity="error", timeout=10)
             return
-        self.last_trace = trace
+        self.panel.last_trace = trace
         self.push_screen(PlaybackScreen(trace, self.service.paths.data_dir / "traces"))
 
     def action_load_trace(self) -> None:

@@ -1,12 +1,55 @@
-"""The panel under the editor where a draft refines, pass by pass, until it is inserted or dropped."""
+"""The panel under the editor where a draft refines, pass by pass, until it is inserted or dropped.
+
+The panel owns the draft: it runs the reply in a thread worker, takes the worker's messages, and keeps
+the draft's state (refining, ready, cancelled, failed). The app asks it for the finished text and tells
+it to cancel or close; it reports progress for the status bar through the callback the app gives it.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Label
 
+from app.reply import Reply
+from app.service import SharpenError
+from engines.cancel import CancelToken
+from engines.diffusion.trace import Trace
+from engines.events import DiffusionStats, Done, Pass, Token
+from ui.messages import DraftFailed, DraftFinished, DraftPass, DraftText
 from ui.refinement import RefinementView
+
+DraftState = Literal["refining", "ready", "cancelled", "failed"]
+# Status bar fields to change (StatusInfo.but's keywords).
+StatusReport = Callable[..., None]
+
+
+@dataclass
+class DraftRun:
+    reply: Reply
+    cancel: CancelToken
+    # The selection a rewrite replaces (it is replaced only if it is still selected on insert).
+    original_selection: str = ""
+    state: DraftState = "refining"
+    # Set when the panel has handled the end of the draft (the reply's own `done` is set a moment
+    # earlier, by the worker thread).
+    done: Done | None = None
+    # True while a DraftPass message is queued: the worker then only appends, so a fast model
+    # never floods the UI thread with more frames than it can draw (the newest pass wins).
+    frame_queued: bool = False
+
+    @property
+    def kind(self) -> str:
+        return self.reply.kind
+
+    @property
+    def passes(self) -> list[Pass]:
+        return self.reply.passes
 
 
 class DraftPanel(Vertical):
@@ -17,6 +60,13 @@ class DraftPanel(Vertical):
     DraftPanel #draft-hint { color: $text-muted; }
     """
 
+    def __init__(self, report: StatusReport, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.report = report
+        self.run: DraftRun | None = None
+        # The trace of the newest diffusion draft, for playback.
+        self.last_trace: Trace | None = None
+
     def compose(self) -> ComposeResult:
         yield Label("", id="draft-title")
         with VerticalScroll():
@@ -26,6 +76,141 @@ class DraftPanel(Vertical):
     @property
     def view(self) -> RefinementView:
         return self.query_one("#draft-view", RefinementView)
+
+    @property
+    def refining(self) -> bool:
+        return self.run is not None and self.run.state == "refining"
+
+    # ----- the draft's life ----------------------------------------------------------------------
+
+    def start(self, reply: Reply, cancel: CancelToken, title: str, original_selection: str = "") -> None:
+        """Open the panel on a routed reply and refine it in a thread worker."""
+        run = DraftRun(reply, cancel, original_selection)
+        self.run = run
+        self.open(title)
+        route = reply.route
+        self.report(
+            engine=route.engine,
+            model=route.model,
+            reason=route.reason,
+            state="drafting",
+            passes=0,
+            planned_passes=reply.planned_passes,
+            tokens=0,
+            tokens_per_s=0.0,
+            elapsed_s=0.0,
+        )
+        self.run_worker(lambda: self._refine(run), thread=True, group="draft", exit_on_error=False)
+
+    def _refine(self, run: DraftRun) -> None:
+        """In the worker thread: run the reply, posting what the panel should show."""
+        text, count = "", 0
+        try:
+            for event in run.reply:
+                if isinstance(event, Pass):
+                    if not run.frame_queued:
+                        run.frame_queued = True
+                        self.post_message(DraftPass())
+                elif isinstance(event, Token):
+                    text, count = text + event.text, count + 1
+                    self.post_message(DraftText(text, count, run.reply.elapsed_s))
+                else:
+                    self.post_message(DraftFinished(event))
+        except SharpenError as error:
+            self.post_message(DraftFailed(str(error)))
+
+    def cancel(self) -> bool:
+        """Esc: stop a refining draft, or close a finished one. False if there is no draft."""
+        run = self.run
+        if run is None:
+            return False
+        if run.state == "refining":
+            run.cancel.cancel()
+            self.hint("cancelling…")
+            return True
+        self.close()
+        return True
+
+    def finished_text(self) -> tuple[DraftRun, str] | None:
+        """The draft that is ready to insert, and its text; None if there is none."""
+        run = self.run
+        if run is None or run.state != "ready" or run.done is None:
+            return None
+        return run, run.done.text
+
+    def on_unmount(self) -> None:
+        if self.run is not None:
+            self.run.cancel.cancel()
+
+    # ----- the worker's messages -----------------------------------------------------------------
+
+    @on(DraftPass)
+    def _show_pass(self, _message: DraftPass) -> None:
+        run = self.run
+        if run is None:
+            return
+        run.frame_queued = False
+        event = run.passes[-1]
+        self.view.current = event
+        settled = len(event.masked) - sum(event.masked)
+        self.report(
+            passes=event.index + 1,
+            tokens=settled,
+            elapsed_s=event.elapsed_s,
+            tokens_per_s=settled / event.elapsed_s if event.elapsed_s > 0 else 0.0,
+        )
+
+    @on(DraftText)
+    def _show_text(self, message: DraftText) -> None:
+        if self.run is None:
+            return
+        self.view.streamed = message.text
+        self.report(
+            tokens=message.tokens,
+            elapsed_s=message.elapsed_s,
+            tokens_per_s=message.tokens / message.elapsed_s if message.elapsed_s > 0 else 0.0,
+        )
+
+    @on(DraftFinished)
+    def _finish(self, message: DraftFinished) -> None:
+        run = self.run
+        if run is None:
+            return
+        run.done = message.done
+        if run.passes:
+            self.view.current = run.passes[-1]
+        else:
+            self.view.streamed = message.done.text
+        trace = run.reply.trace()
+        if trace is not None:
+            self.last_trace = trace
+        stats = message.done.stats
+        # An AR draft keeps the pass count it showed (none); a diffusion draft reports its own.
+        report: dict[str, Any] = {"passes": stats.passes} if isinstance(stats, DiffusionStats) and stats.passes else {}
+        if stats.finish_reason == "cancelled":
+            run.state = "cancelled"
+            self.hint("cancelled · esc closes")
+        else:
+            run.state = "ready"
+            playback = " · f5 plays the passes back" if run.passes else ""
+            self.hint(f"ctrl+enter / ctrl+y inserts · esc drops{playback}")
+        self.report(
+            state="cancelled" if run.state == "cancelled" else "draft ready",
+            tokens=stats.generated_tokens,
+            elapsed_s=stats.total_s,
+            tokens_per_s=stats.generated_tokens / stats.total_s if stats.total_s > 0 else 0.0,
+            **report,
+        )
+
+    @on(DraftFailed)
+    def _fail(self, message: DraftFailed) -> None:
+        self.notify(message.error, severity="error", timeout=10)
+        self.hint("failed · esc closes")
+        if self.run is not None:
+            self.run.state = "failed"
+        self.report(state="draft failed")
+
+    # ----- drawing -------------------------------------------------------------------------------
 
     def open(self, title: str) -> None:
         self.view.current = None
@@ -38,4 +223,6 @@ class DraftPanel(Vertical):
         self.query_one("#draft-hint", Label).update(text)
 
     def close(self) -> None:
+        self.run = None
         self.remove_class("open")
+        self.report(state="ready")

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from engines.events import Done, Pass
+from engines.events import Done
 
 
 class SuggestionReady(Message):
@@ -17,19 +17,8 @@ class SuggestionReady(Message):
         self.completion = completion
 
 
-@dataclass
-class DraftStarted(Message):
-    engine: str
-    model: str
-    reason: str
-    tokens: int
-
-
-@dataclass
 class DraftPass(Message):
-    """A new pass is ready (the newest one is in the draft's pass list when this is handled)."""
-
-    event: Pass
+    """A new pass is ready (the newest one is in the reply's pass list when this is handled)."""
 
 
 @dataclass

@@ -10,7 +10,7 @@ from engines.diffusion.backend import DraftBackend
 from engines.diffusion.sampler import DiffusionSampler
 from engines.diffusion.settings import DiffusionSettings
 from engines.errors import EmptyPromptError, PromptTooLongError
-from engines.events import Done, EngineInfo, Pass
+from engines.events import Done, Pass
 
 
 @dataclass(frozen=True)
@@ -27,16 +27,6 @@ class DiffusionEngine:
         self.backend = backend
         self.model_name = model_name
         self.sampler = DiffusionSampler(backend)
-
-    def info(self) -> EngineInfo:
-        return EngineInfo(
-            name="diffusion",
-            model=self.model_name,
-            model_path=str(self.backend.model_path),
-            backend=self.backend.backend,
-            device=self.backend.description,
-            context_length=self.backend.context_length,
-        )
 
     def draft_prompt(self, instruction: str, length: int, *, chat: bool = True) -> DraftPrompt:
         if not instruction.strip():

@@ -7,19 +7,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from engines.cancel import NEVER_CANCELLED, CancelToken
 from engines.diffusion.backend import DiffusionBackend
-from engines.diffusion.schedule import even_split, steps_per_block, timestep_commits, timestep_probability
-from engines.diffusion.scoring import propose
-from engines.diffusion.settings import DiffusionSettings
-from engines.events import MASKED_PIECE, Done, DraftStats, FinishReason, Pass
+from engines.diffusion.schedule import block_commits, even_split, timestep_commits, timestep_share
+from engines.diffusion.scoring import Proposals, propose
+from engines.diffusion.settings import DiffusionSettings, EosRule
+from engines.events import MASKED_PIECE, DiffusionStats, Done, FinishReason, Pass
 from engines.threads import FOREGROUND
-
-# Added to the score of end-of-text proposals under eos="last": they still rank among themselves.
-EOS_PENALTY = -1e6
 
 
 class _Canvas:
@@ -108,20 +106,19 @@ class DiffusionSampler:
         passes = 0
         finish: FinishReason = "length"
 
-        for lo, hi, budget in self._windows(settings, length):
-            step = 0
-            while len(canvas.masked_positions(lo, hi)):
+        for window in self._windows(settings, length):
+            while len(masked := canvas.masked_positions(window.lo, window.hi)):
                 if cancel.cancelled:
                     finish = "cancelled"
                     break
-                masked = canvas.masked_positions(lo, hi)
                 waited_s += FOREGROUND.wait()  # a completion (ghost text) runs first; at most a second
+                first_mask = canvas.first_mask()
                 before = time.perf_counter()
                 logits = self.backend.logits(
-                    canvas.sequence, canvas.offset + lo, canvas.offset + hi, canvas.offset + canvas.first_mask()
+                    canvas.sequence, canvas.offset + window.lo, canvas.offset + window.hi, canvas.offset + first_mask
                 )
                 backend_s += time.perf_counter() - before
-                rows = logits[masked - lo]
+                rows = logits[masked - window.lo]
                 # A committed mask token would leave its position masked for ever: never propose it.
                 rows[:, canvas.mask] = -np.inf
                 proposals = propose(
@@ -132,17 +129,22 @@ class DiffusionSampler:
                     top_p=settings.top_p,
                     rng=rng,
                 )
-                scores, blocked = self._eos_rule(settings, proposals.tokens, proposals.scores, masked, canvas, eos_ids)
-                chosen = self._choose(settings, scores, proposals.probabilities, blocked, masked, step, budget, rng)
+                tier = tiers(settings.eos, np.isin(proposals.tokens, eos_ids), masked == first_mask)
+                ranking = Ranking.of(proposals, tier, masked)
+                chosen = _choose(settings, ranking, window, rng)
                 positions = masked[chosen]
                 canvas.tokens[positions] = proposals.tokens[chosen]
                 canvas.confidence[positions] = proposals.probabilities[chosen]
                 passes += 1
-                step += 1
+                window.step += 1
                 if settings.stop_at_eos and canvas.first_eos(canvas.first_mask()) is not None:
                     finish = "eos"
                 yield canvas.snapshot(
-                    passes - 1, positions, proposals.probabilities[chosen], (lo, hi), time.perf_counter() - start
+                    passes - 1,
+                    positions,
+                    proposals.probabilities[chosen],
+                    (window.lo, window.hi),
+                    time.perf_counter() - start,
                 )
                 if finish == "eos":
                     break
@@ -158,7 +160,7 @@ class DiffusionSampler:
         text_tokens = [int(t) for t in canvas.tokens[:end_at]]
         yield Done(
             text=self.backend.decode(text_tokens),
-            stats=DraftStats(
+            stats=DiffusionStats(
                 prompt_tokens=canvas.offset,
                 canvas_tokens=length,
                 generated_tokens=len(text_tokens),
@@ -171,82 +173,83 @@ class DiffusionSampler:
         )
 
     @staticmethod
-    def _windows(settings: DiffusionSettings, length: int) -> Iterator[tuple[int, int, int]]:
-        """The canvas windows refined in turn, each with its pass budget (ignored under a threshold)."""
+    def _windows(settings: DiffusionSettings, length: int) -> Iterator[_Window]:
+        """The canvas windows refined in turn, each with its pass budget (earlier blocks take the remainder)."""
         if settings.schedule == "timestep":
-            yield 0, length, settings.steps
+            yield _Window(0, length, settings.steps)
             return
         n_blocks = settings.n_blocks(length)
-        budgets = steps_per_block(settings.steps, n_blocks) if settings.threshold is None else [0] * n_blocks
+        budgets = even_split(settings.steps, n_blocks) if settings.threshold is None else [0] * n_blocks
         for block, budget in enumerate(budgets):
             lo = block * settings.block_length
-            yield lo, min(length, lo + settings.block_length), budget
+            yield _Window(lo, min(length, lo + settings.block_length), budget)
+
+
+# A proposal's tier: a pass ranks its proposals by tier, then by score. Held back ones only fill what
+# ordinary ones leave; blocked ones are never committed.
+ORDINARY, HELD_BACK, BLOCKED = 0, 1, 2
+
+
+def tiers(eos: EosRule, is_eos: np.ndarray, at_first_mask: np.ndarray) -> np.ndarray:
+    """Each proposal's tier under the end-of-text rule (see DiffusionSettings.eos)."""
+    if eos == "last":
+        return np.where(is_eos, HELD_BACK, ORDINARY)
+    if eos == "in_order":
+        return np.where(is_eos & ~at_first_mask, BLOCKED, ORDINARY)
+    return np.full(len(is_eos), ORDINARY)
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """A pass's proposals, one per masked position of the window, and the order they commit in."""
+
+    order: np.ndarray  # indices into the proposals, best first: by tier, then score; ties leftmost first
+    tier: np.ndarray
+    probability: np.ndarray  # of the proposed token
+    position: np.ndarray  # on the canvas
 
     @staticmethod
-    def _eos_rule(
-        settings: DiffusionSettings,
-        tokens: np.ndarray,
-        scores: np.ndarray,
-        masked: np.ndarray,
-        canvas: _Canvas,
-        eos_ids: np.ndarray,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The proposals' ranking scores and which of them may not be committed, per `settings.eos`."""
-        is_eos = np.isin(tokens, eos_ids)
-        if settings.eos == "last":
-            return scores + np.where(is_eos, EOS_PENALTY, 0.0), np.zeros(len(tokens), dtype=bool)
-        if settings.eos == "in_order":
-            return scores, is_eos & (masked != canvas.first_mask())
-        return scores, np.zeros(len(tokens), dtype=bool)
+    def of(proposals: Proposals, tier: np.ndarray, position: np.ndarray) -> Ranking:
+        order = np.lexsort((-proposals.scores, tier))
+        return Ranking(order, tier, proposals.probabilities, position)
 
-    @staticmethod
-    def _choose(
-        settings: DiffusionSettings,
-        scores: np.ndarray,
-        probabilities: np.ndarray,
-        blocked: np.ndarray,
-        masked: np.ndarray,
-        step: int,
-        budget: int,
-        rng: np.random.Generator,
-    ) -> np.ndarray:
-        """Indices (into the masked positions of the window) to commit in this pass; `blocked` ones
-        never (the first masked position is never blocked, so every pass commits something)."""
-        scores = np.where(blocked, -np.inf, scores)  # blocked positions rank last
-        chosen = DiffusionSampler._choose_unblocked(settings, scores, probabilities, masked, step, budget, rng)
-        allowed = chosen[~blocked[chosen]]
-        return allowed if len(allowed) else np.argsort(-scores, kind="stable")[:1]
+    def top(self, count: int, spacing: int) -> np.ndarray:
+        return spaced(self.order, self.position, count, spacing, self.tier == ORDINARY)
 
-    @staticmethod
-    def _choose_unblocked(
-        settings: DiffusionSettings,
-        scores: np.ndarray,
-        probabilities: np.ndarray,
-        masked: np.ndarray,
-        step: int,
-        budget: int,
-        rng: np.random.Generator,
-    ) -> np.ndarray:
-        n_masked = len(scores)
-        ranked = np.argsort(-scores, kind="stable")
-        if settings.threshold is not None:
-            confident = np.flatnonzero(probabilities >= settings.threshold)
-            return np.union1d(confident, ranked[:1])
-        # Spacing chooses among ordinary proposals; blocked ones (-inf) and end-of-text held back by
-        # eos="last" only ever fill what is left, as without spacing.
-        ordinary = scores > EOS_PENALTY / 2
+    def allowed(self, chosen: np.ndarray) -> np.ndarray:
+        """`chosen` less the blocked, or else the top-ranked: never blocked, as the canvas's first mask
+        is in the window, so every pass commits something."""
+        allowed = chosen[self.tier[chosen] != BLOCKED]
+        return allowed if len(allowed) else self.order[:1]
+
+
+@dataclass
+class _Window:
+    """The canvas positions [lo, hi), refined until none of them is masked."""
+
+    lo: int
+    hi: int
+    budget: int  # its passes (ignored under a threshold)
+    step: int = 0  # passes run in it so far
+
+    def commits(self, settings: DiffusionSettings, masked_now: int) -> int:
         if settings.schedule == "timestep":
-            if settings.algorithm == "origin":
-                chance = timestep_probability(step, budget, settings.eps)
-                return np.flatnonzero(rng.random(n_masked) < chance)
-            commits = timestep_commits(n_masked, step, budget, settings.eps)
-            return spaced(ranked, masked, commits, settings.spacing, ordinary)
-        # Block schedule: the window's masks spread evenly over the passes left in its budget.
-        passes_left = max(1, budget - step)
-        count = even_split(n_masked, passes_left)[0]
-        if settings.algorithm == "origin":
-            return np.sort(rng.choice(n_masked, size=count, replace=False))
-        return spaced(ranked, masked, count, settings.spacing, ordinary)
+            return timestep_commits(masked_now, self.step, self.budget, settings.eps)
+        return block_commits(masked_now, self.step, self.budget)
+
+
+def _choose(settings: DiffusionSettings, ranking: Ranking, window: _Window, rng: np.random.Generator) -> np.ndarray:
+    """Indices into the window's masked positions to commit in this pass."""
+    n = len(ranking.order)
+    if settings.threshold is not None:
+        chosen = np.union1d(np.flatnonzero(ranking.probability >= settings.threshold), ranking.order[:1])
+    elif settings.algorithm != "origin":
+        chosen = ranking.top(window.commits(settings, n), settings.spacing)
+    elif settings.schedule == "timestep":
+        chosen = np.flatnonzero(rng.random(n) < timestep_share(window.step, window.budget, settings.eps))
+    else:
+        chosen = np.sort(rng.choice(n, size=window.commits(settings, n), replace=False))
+    return ranking.allowed(chosen)
 
 
 def spaced(

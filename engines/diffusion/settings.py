@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from engines.errors import InvalidRequestError
+from engines.options import at_least, between, from_options, option
 
 Algorithm = Literal["confidence", "margin", "entropy", "random", "origin"]
 Schedule = Literal["blocks", "timestep"]
-ALGORITHMS: tuple[Algorithm, ...] = ("confidence", "margin", "entropy", "random", "origin")
-SCHEDULES: tuple[Schedule, ...] = ("blocks", "timestep")
 EosRule = Literal["in_order", "free", "last"]
-EOS_RULES: tuple[EosRule, ...] = ("in_order", "free", "last")
+ALGORITHMS: tuple[Algorithm, ...] = typing.get_args(Algorithm)
+SCHEDULES: tuple[Schedule, ...] = typing.get_args(Schedule)
+EOS_RULES: tuple[EosRule, ...] = typing.get_args(EosRule)
 
 
 @dataclass(frozen=True)
 class DiffusionSettings:
-    """How a canvas is refined.
+    """How a canvas is refined. Each option is declared here once: the config's [diffusion] section, the
+    draft commands' flags and the service read these declarations, and the defaults are the ones users get.
 
     schedule "blocks" is LLaDA's semi-autoregressive decoding: the canvas is cut into blocks of
     `block_length`, refined left to right, `steps` passes shared among the blocks. "timestep" is
@@ -27,30 +31,53 @@ class DiffusionSettings:
     follows the text and `steps` is ignored.
     """
 
-    steps: int = 64
-    schedule: Schedule = "blocks"
-    block_length: int = 32
-    eps: float = 1e-3
-    algorithm: Algorithm = "confidence"
-    threshold: float | None = None
-    temperature: float = 0.0
-    top_k: int = 0
-    top_p: float = 1.0
-    seed: int = 0
+    steps: int = option(64, "refinement passes K for fixed-step decoding", at_least(1))
+    schedule: Schedule = option("blocks", "blocks (LLaDA, semi-autoregressive) or timestep (Dream)")
+    block_length: int = option(32, "block length for the blocks schedule", at_least(1))
+    threshold: float | None = option(
+        None, "commit every position at least this confident per pass; 0 is off", between(0.0, 1.0), off=0.0
+    )
+    algorithm: Algorithm = option("confidence", "which masked positions to commit first")
     # Where end-of-text may be committed. "free": like any token (LLaDA's reference). "last": ranked after
     # every other proposal. "in_order": only at the first masked position, so the draft ends where its
     # text has reached: a model that is surest of the padding at the canvas's end cannot commit it
     # there first and let it spread leftwards over the whole draft.
-    eos: EosRule = "free"
+    eos: EosRule = option(
+        "in_order", "where end-of-text may settle: in_order (only where the text has reached), free, or last"
+    )
     # With a fixed pass budget, a pass commits no two positions within `spacing` of each other unless too
     # few far-apart masked positions remain (0: off, LLaDA's reference). Positions filled in the same pass
     # are guessed independently, and neighbours depend on each other most ("you you"); a pass later, the
     # neighbour is conditioned on what settled. Threshold decoding ignores it (what it commits is
     # confident), and so does the random "origin" rule.
-    spacing: int = 0
+    spacing: int = option(
+        3,
+        "with fixed steps, a pass settles no two positions this close unless too few far-apart masks remain; 0 is off",
+        between(0, 64),
+    )
+    temperature: float = option(0.0, "sampling temperature; 0 is greedy", between(0.0, 2.0))
+    top_k: int = option(0, "sample among the k most likely tokens; 0 is off", at_least(0))
+    top_p: float = option(1.0, "sample within this probability mass; 1 is off", between(0.01, 1.0))
+    seed: int = option(0, "random seed; the same seed repeats a draft exactly", at_least(0))
+    eps: float = 1e-3
     # Stop as soon as the settled text reaches an end-of-text token (LLaDA's reference code always
     # runs every step instead; benchmarks that measure a fixed amount of work turn this off).
     stop_at_eos: bool = True
+
+    @classmethod
+    def reference(cls, **changes: Any) -> DiffusionSettings:
+        """LLaDA's and Dream's own behaviour (end-of-text like any token, no spacing), for comparisons
+        with the authors' code and for benchmarks of a fixed amount of work."""
+        reference: dict[str, Any] = {"eos": "free", "spacing": 0}
+        return cls(**(reference | changes))
+
+    @classmethod
+    def taken_from(cls, source: Any, **overrides: Any) -> DiffusionSettings:
+        """These settings copied by name from `source` (the config's [diffusion] section), then the
+        overrides that are not None; an override spelt as an option's `off` value turns it off."""
+        values = {item.name: getattr(source, item.name) for item in dataclasses.fields(cls)}
+        values |= {name: value for name, value in overrides.items() if value is not None}
+        return cls(**{item.name: from_options(values[item.name], item) for item in dataclasses.fields(cls)})
 
     def checked(self, canvas_length: int) -> DiffusionSettings:
         """Return self if it can run on a canvas of this length, else raise InvalidRequestError."""

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engines.events import MASKED_PIECE, Done, DraftStats, Pass
+from engines.events import MASKED_PIECE, DiffusionStats, Done, Pass
 
 TRACE_FORMAT = "sharpen-trace"
 TRACE_VERSION = 1
@@ -41,17 +41,13 @@ class Trace:
     header: TraceHeader
     passes: list[Pass] = field(default_factory=list)
     text: str | None = None
-    stats: DraftStats | None = None
+    stats: DiffusionStats | None = None
 
     def record(self, event: Pass | Done) -> None:
         if isinstance(event, Pass):
             self.passes.append(event)
-        elif isinstance(event.stats, DraftStats):
+        elif isinstance(event.stats, DiffusionStats):
             self.text, self.stats = event.text, event.stats
-
-    @property
-    def complete(self) -> bool:
-        return self.stats is not None
 
     def to_jsonl(self) -> str:
         if self.stats is None or self.text is None:
@@ -157,11 +153,11 @@ def _header(numbered: tuple[int, dict[str, Any]], source: str) -> TraceHeader:
     )
 
 
-def _footer(number: int, record: dict[str, Any], source: str) -> tuple[str, DraftStats, dict[str, str]]:
+def _footer(number: int, record: dict[str, Any], source: str) -> tuple[str, DiffusionStats, dict[str, str]]:
     where = f"{source}: line {number}"
     stats = _require(record, "stats", dict, where)
     try:
-        parsed = DraftStats(**stats)
+        parsed = DiffusionStats(**stats)
     except TypeError:
         raise TraceError(f"{where}: the footer's stats do not match this version's fields") from None
     return _require(record, "text", str, where), parsed, _require(record, "pieces", dict, where)

@@ -47,7 +47,7 @@ def test_a_broken_checkpoint_is_refused_before_the_config_changes(llada_checkpoi
     assert service.config.models.draft == "sharpen-draft"
     service.use_model("draft", str(llada_checkpoint))
     assert load_config(sharpen_paths().config_file).models.draft == str(llada_checkpoint)
-    assert service.draft_engine().info().backend == "torch"
+    assert service.diffusion_engine().backend.backend == "torch"
 
 
 def test_calibrate_with_a_checkpoint_folder(llada_checkpoint: Path, capsys: pytest.CaptureFixture[str]) -> None:

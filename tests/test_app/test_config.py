@@ -11,7 +11,6 @@ from app.config import (
     Config,
     ConfigError,
     config_from_flat,
-    config_to_flat,
     load_config,
     render_config,
     set_value,
@@ -37,10 +36,13 @@ def test_set_then_load_round_trips(tmp_path: Path) -> None:
     assert "n_ctx = 4096" in path.read_text()
 
 
-def test_render_and_flat_forms_round_trip() -> None:
-    config = config_from_flat({"ar.n_ctx": 1024, "chat.max_tokens": 99})
-    assert config_from_flat(config_to_flat(config)) == config
+def test_render_and_flat_forms_round_trip(tmp_path: Path) -> None:
+    config = config_from_flat({"ar.n_ctx": 1024, "chat.max_tokens": 99, "diffusion.threshold": 0.5})
+    path = tmp_path / "config.toml"
+    path.write_text(render_config(config))
+    assert load_config(path) == config
     assert "n_ctx = 1024" in render_config(config)
+    assert "threshold = 0.0" in render_config(Config()), "None is written as the option's off value"
 
 
 def test_every_default_passes_its_own_check() -> None:

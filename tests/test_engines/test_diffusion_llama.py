@@ -14,16 +14,16 @@ from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
 from engines.diffusion.settings import DiffusionSettings
 from engines.errors import EmptyPromptError, PromptTooLongError
-from engines.events import Done, DraftStats, Event, Pass
+from engines.events import DiffusionStats, Done, Event, Pass
 from models.errors import UnsupportedModel
 
-GREEDY = DiffusionSettings(steps=16, block_length=16)
+GREEDY = DiffusionSettings.reference(steps=16, block_length=16)
 
 
 def drive(events: Iterable[Event]) -> tuple[list[Pass], Done]:
     collected = list(events)
     done = collected[-1]
-    assert isinstance(done, Done) and isinstance(done.stats, DraftStats)
+    assert isinstance(done, Done) and isinstance(done.stats, DiffusionStats)
     return [e for e in collected if isinstance(e, Pass)], done
 
 
@@ -74,26 +74,26 @@ def test_attention_is_bidirectional(llada: DiffusionEngine) -> None:
 
 
 def test_seeded_drafts_repeat_exactly(llada: DiffusionEngine) -> None:
-    sampled = DiffusionSettings(steps=8, block_length=8, temperature=0.9, top_k=50, seed=4)
+    sampled = DiffusionSettings.reference(steps=8, block_length=8, temperature=0.9, top_k=50, seed=4)
     first = drive(llada.draft("Write a poem.", 16, sampled))
     second = drive(llada.draft("Write a poem.", 16, sampled))
-    other = drive(llada.draft("Write a poem.", 16, DiffusionSettings(**{**sampled.as_dict(), "seed": 5})))
+    other = drive(llada.draft("Write a poem.", 16, DiffusionSettings.reference(**{**sampled.as_dict(), "seed": 5})))
     assert [p.canvas for p in first[0]] == [p.canvas for p in second[0]]
     assert first[1].text == second[1].text != other[1].text
 
 
 def test_threshold_takes_fewer_passes_than_fixed_steps(confident_llada_path: Path) -> None:
     engine = DiffusionEngine(LlamaDiffusionBackend(confident_llada_path), "confident")
-    _, fixed = drive(engine.draft("Hello", 32, DiffusionSettings(steps=32, block_length=16)))
-    _, adaptive = drive(engine.draft("Hello", 32, DiffusionSettings(threshold=0.9, block_length=16)))
-    assert isinstance(fixed.stats, DraftStats) and isinstance(adaptive.stats, DraftStats)
+    _, fixed = drive(engine.draft("Hello", 32, DiffusionSettings.reference(steps=32, block_length=16)))
+    _, adaptive = drive(engine.draft("Hello", 32, DiffusionSettings.reference(threshold=0.9, block_length=16)))
+    assert isinstance(fixed.stats, DiffusionStats) and isinstance(adaptive.stats, DiffusionStats)
     assert fixed.stats.passes == 32
     assert adaptive.stats.passes == 2  # one pass per block: everything is confident
     assert adaptive.text == fixed.text == " the" * 32
 
 
 def test_blocks_commit_left_to_right_on_a_real_model(llada: DiffusionEngine) -> None:
-    passes, _done = drive(llada.draft("Write a note.", 32, DiffusionSettings(steps=8, block_length=8)))
+    passes, _done = drive(llada.draft("Write a note.", 32, DiffusionSettings.reference(steps=8, block_length=8)))
     assert [p.window for p in passes[::2]] == [(0, 8), (8, 16), (16, 24), (24, 32)]
     for p in passes:
         assert all(p.window[0] <= c < p.window[1] for c in p.committed)
@@ -118,7 +118,7 @@ def test_infill_conditions_on_both_sides_and_keeps_them(llada: DiffusionEngine) 
         _, other = drive(llada.infill("Dear Sam,", " Kind regards from all of us", 12, GREEDY))
     finally:
         del backend.logits
-    assert isinstance(done.stats, DraftStats)
+    assert isinstance(done.stats, DiffusionStats)
     first_run = seen[: done.stats.passes]
     n_prompt, n_suffix = len(layout.prompt), len(layout.suffix)
     for sequence in first_run:
@@ -130,7 +130,9 @@ def test_infill_conditions_on_both_sides_and_keeps_them(llada: DiffusionEngine) 
 def test_cancel_stops_within_one_pass(llada: DiffusionEngine) -> None:
     cancel = CancelToken()
     events = []
-    for event in llada.draft("Write a note.", 32, DiffusionSettings(steps=32, block_length=32), cancel=cancel):
+    for event in llada.draft(
+        "Write a note.", 32, DiffusionSettings.reference(steps=32, block_length=32), cancel=cancel
+    ):
         events.append(event)
         if isinstance(event, Pass):
             cancel.cancel()
@@ -161,7 +163,9 @@ def test_prefix_cache_decodes_less_and_full_path_matches_llada(
 
     cached._decode = counting  # type: ignore[method-assign]  # counts the tokens each decode evaluates
     engine = DiffusionEngine(cached, "cached")
-    passes, _ = drive(engine.sampler.generate(list(tokens[:p]), 64, DiffusionSettings(steps=16, block_length=16)))
+    passes, _ = drive(
+        engine.sampler.generate(list(tokens[:p]), 64, DiffusionSettings.reference(steps=16, block_length=16))
+    )
     assert len(passes) == 16
     # Each block's prefix is decoded once; a pass decodes only from the current block to the end.
     assert sum(decoded) < 16 * len(tokens) / 2
@@ -174,7 +178,7 @@ def test_wrong_models_and_requests(embedded_model_path: Path, llada: DiffusionEn
     with pytest.raises(EmptyPromptError):
         drive(llada.draft("  ", 8, GREEDY))
     with pytest.raises(PromptTooLongError, match=r"diffusion\.n_ctx"):
-        drive(llada.draft("Hello", 5000, DiffusionSettings(steps=5000)))
+        drive(llada.draft("Hello", 5000, DiffusionSettings.reference(steps=5000)))
 
 
 def test_causal_llama_with_a_mask_is_refused(model_dir: Path) -> None:

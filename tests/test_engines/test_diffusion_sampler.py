@@ -16,7 +16,7 @@ from engines.diffusion.schedule import even_split, timestep_commits
 from engines.diffusion.scoring import propose
 from engines.diffusion.settings import DiffusionSettings, EosRule
 from engines.errors import InvalidRequestError
-from engines.events import Done, DraftStats, Pass
+from engines.events import DiffusionStats, Done, Pass
 
 PROMPT = [0, 1, 2]
 
@@ -31,7 +31,7 @@ def run(
 ) -> tuple[list[Pass], Done]:
     events = list(DiffusionSampler(backend).generate(PROMPT, length, settings, suffix=suffix, cancel=cancel))
     done = events[-1]
-    assert isinstance(done, Done) and isinstance(done.stats, DraftStats)
+    assert isinstance(done, Done) and isinstance(done.stats, DiffusionStats)
     passes = [e for e in events[:-1] if isinstance(e, Pass)]
     assert len(passes) == len(events) - 1 == done.stats.passes
     return passes, done
@@ -44,7 +44,7 @@ def confidences(length: int, seed: int = 0) -> list[float]:
 def test_fixed_steps_commit_evenly_and_fill_the_canvas() -> None:
     targets = [t % 10 for t in range(32)]
     backend = ScriptedBackend(fixed_script(targets, confidences(32), len(PROMPT)))
-    passes, done = run(backend, 32, DiffusionSettings(steps=8, block_length=32))
+    passes, done = run(backend, 32, DiffusionSettings.reference(steps=8, block_length=32))
     assert [len(p.committed) for p in passes] == [4] * 8
     assert passes[-1].canvas == tuple(targets)
     assert done.text == "".join(chr(ord("a") + t) for t in targets)
@@ -54,7 +54,7 @@ def test_fixed_steps_commit_evenly_and_fill_the_canvas() -> None:
 def test_confidence_rule_commits_the_most_confident_first() -> None:
     conf = confidences(16, seed=3)
     backend = ScriptedBackend(fixed_script([1] * 16, conf, len(PROMPT)))
-    passes, _ = run(backend, 16, DiffusionSettings(steps=16, block_length=16))
+    passes, _ = run(backend, 16, DiffusionSettings.reference(steps=16, block_length=16))
     order = [p.committed[0] for p in passes]
     assert order == sorted(range(16), key=lambda i: -conf[i])
     assert [p.confidences[0] for p in passes] == pytest.approx(sorted(conf, reverse=True), rel=1e-4)
@@ -67,13 +67,13 @@ def test_margin_and_entropy_rules_prefer_peaked_positions() -> None:
     table[1, 3], table[1, 4] = np.log(0.5), np.log(0.45)
     for algorithm in ("margin", "entropy"):
         backend = ScriptedBackend(lambda _s, start, end: table[start - 3 : end - 3])
-        passes, _ = run(backend, 2, DiffusionSettings(steps=2, block_length=2, algorithm=algorithm))
+        passes, _ = run(backend, 2, DiffusionSettings.reference(steps=2, block_length=2, algorithm=algorithm))
         assert passes[0].committed == (0,), algorithm
 
 
 def test_blocks_commit_left_to_right() -> None:
     backend = ScriptedBackend(fixed_script([2] * 32, confidences(32, seed=1), len(PROMPT)))
-    passes, _ = run(backend, 32, DiffusionSettings(steps=16, block_length=8))
+    passes, _ = run(backend, 32, DiffusionSettings.reference(steps=16, block_length=8))
     for p in passes:
         lo, hi = p.window
         assert all(lo <= c < hi for c in p.committed)
@@ -87,7 +87,7 @@ def test_blocks_commit_left_to_right() -> None:
 def test_threshold_commits_everything_confident_and_at_least_one() -> None:
     conf = [0.95, 0.2, 0.92, 0.3, 0.99, 0.1, 0.5, 0.97]
     backend = ScriptedBackend(fixed_script([5] * 8, conf, len(PROMPT)))
-    passes, _ = run(backend, 8, DiffusionSettings(threshold=0.9, block_length=8))
+    passes, _ = run(backend, 8, DiffusionSettings.reference(threshold=0.9, block_length=8))
     assert set(passes[0].committed) == {0, 2, 4, 7}
     assert [len(p.committed) for p in passes[1:]] == [1, 1, 1, 1]
     assert len(passes) == 5 < 8
@@ -95,7 +95,7 @@ def test_threshold_commits_everything_confident_and_at_least_one() -> None:
 
 def test_stable_prefix_only_grows_and_matches_the_canvas() -> None:
     backend = ScriptedBackend(fixed_script([t % 10 for t in range(24)], confidences(24, seed=5), len(PROMPT)))
-    passes, done = run(backend, 24, DiffusionSettings(steps=24, schedule="timestep", block_length=24))
+    passes, done = run(backend, 24, DiffusionSettings.reference(steps=24, schedule="timestep", block_length=24))
     stables = [p.stable_prefix for p in passes]
     assert stables == sorted(stables) and stables[-1] == 24
     for p in passes:
@@ -106,7 +106,7 @@ def test_stable_prefix_only_grows_and_matches_the_canvas() -> None:
 
 def test_timestep_schedule_follows_dream() -> None:
     backend = ScriptedBackend(fixed_script([1] * 64, confidences(64), len(PROMPT)))
-    passes, _ = run(backend, 64, DiffusionSettings(steps=8, schedule="timestep"))
+    passes, _ = run(backend, 64, DiffusionSettings.reference(steps=8, schedule="timestep"))
     assert len(passes) == 8
     assert all(p.window == (0, 64) for p in passes)
     masked = 64
@@ -118,7 +118,9 @@ def test_timestep_schedule_follows_dream() -> None:
 
 def test_origin_unmasks_at_random_and_finishes() -> None:
     backend = ScriptedBackend(fixed_script([1] * 40, [0.5] * 40, len(PROMPT)))
-    passes, done = run(backend, 40, DiffusionSettings(steps=6, schedule="timestep", algorithm="origin", seed=7))
+    passes, done = run(
+        backend, 40, DiffusionSettings.reference(steps=6, schedule="timestep", algorithm="origin", seed=7)
+    )
     assert len(passes) == 6 and not any(passes[-1].masked)
     assert done.stats.generated_tokens == 40
 
@@ -128,7 +130,7 @@ def test_eos_stops_early_and_is_trimmed() -> None:
     targets = [1, 2, 3, 4, EOS, 5, 6, 7, 8, 9, 1, 2]
     conf = [0.9, 0.8, 0.85, 0.7, 0.99, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3]
     backend = ScriptedBackend(fixed_script(targets, conf, len(PROMPT)))
-    passes, done = run(backend, 12, DiffusionSettings(steps=12, block_length=12))
+    passes, done = run(backend, 12, DiffusionSettings.reference(steps=12, block_length=12))
     assert done.stats.finish_reason == "eos"
     assert done.text == "bcde"
     assert len(passes) == 5 < 12
@@ -139,7 +141,7 @@ def test_suppressed_eos_is_committed_last() -> None:
     targets = [1, EOS, 2, 3]
     conf = [0.5, 0.99, 0.6, 0.7]
     backend = ScriptedBackend(fixed_script(targets, conf, len(PROMPT)))
-    passes, done = run(backend, 4, DiffusionSettings(steps=4, block_length=4, eos="last"))
+    passes, done = run(backend, 4, DiffusionSettings.reference(steps=4, block_length=4, eos="last"))
     assert [p.committed[0] for p in passes] == [3, 2, 0, 1]
     assert done.text == "b" and done.stats.finish_reason == "eos"
 
@@ -149,22 +151,24 @@ def test_in_order_eos_is_committed_only_where_the_text_has_reached() -> None:
     targets = [1, 2, EOS, EOS, EOS, EOS]
     conf = [0.5, 0.6, 0.7, 0.95, 0.97, 0.99]
     free_passes, _ = run(
-        ScriptedBackend(fixed_script(targets, conf, len(PROMPT))), 6, DiffusionSettings(steps=6, block_length=6)
+        ScriptedBackend(fixed_script(targets, conf, len(PROMPT))),
+        6,
+        DiffusionSettings.reference(steps=6, block_length=6),
     )
     assert free_passes[0].committed[0] == 5  # free: the canvas's last position first
     passes, done = run(
         ScriptedBackend(fixed_script(targets, conf, len(PROMPT))),
         6,
-        DiffusionSettings(steps=6, block_length=6, eos="in_order"),
+        DiffusionSettings.reference(steps=6, block_length=6, eos="in_order"),
     )
     assert [p.committed[0] for p in passes] == [1, 0, 2]  # text first, then the end where the text reached
-    assert isinstance(done.stats, DraftStats)
+    assert isinstance(done.stats, DiffusionStats)
     assert done.text == "bc" and done.stats.finish_reason == "eos" and done.stats.passes == 3
     # Under a threshold, confident end-of-text beyond the first mask waits too.
     passes, done = run(
         ScriptedBackend(fixed_script(targets, conf, len(PROMPT))),
         6,
-        DiffusionSettings(threshold=0.9, block_length=6, eos="in_order"),
+        DiffusionSettings.reference(threshold=0.9, block_length=6, eos="in_order"),
     )
     assert [list(p.committed) for p in passes] == [[1], [0], [2]]
     assert done.text == "bc"
@@ -180,7 +184,7 @@ def test_infill_keeps_prefix_and_suffix_and_sees_both() -> None:
         return one_hot_logits([4] * (end - start), [0.6] * (end - start))
 
     backend = ScriptedBackend(script)
-    _passes, done = run(backend, 6, DiffusionSettings(steps=3, block_length=6), suffix=suffix)
+    _passes, done = run(backend, 6, DiffusionSettings.reference(steps=3, block_length=6), suffix=suffix)
     assert all(s == suffix for s in seen_suffixes) and len(seen_suffixes) == 3
     assert len(backend.calls[0].sequence) == len(PROMPT) + 6 + len(suffix)
     assert done.text == "eeeeee"
@@ -190,7 +194,7 @@ def test_cancel_stops_within_one_pass() -> None:
     backend = ScriptedBackend(fixed_script([1] * 32, confidences(32), len(PROMPT)))
     cancel = CancelToken()
     events = []
-    for event in DiffusionSampler(backend).generate(PROMPT, 32, DiffusionSettings(steps=32), cancel=cancel):
+    for event in DiffusionSampler(backend).generate(PROMPT, 32, DiffusionSettings.reference(steps=32), cancel=cancel):
         events.append(event)
         if isinstance(event, Pass) and event.index == 1:
             cancel.cancel()
@@ -204,7 +208,9 @@ def test_seeded_sampling_repeats_exactly_and_seeds_differ() -> None:
 
     def sample(seed: int) -> str:
         backend = ScriptedBackend(lambda _s, start, end: table[: end - start])
-        return run(backend, 16, DiffusionSettings(steps=16, block_length=16, temperature=1.0, seed=seed))[1].text
+        return run(backend, 16, DiffusionSettings.reference(steps=16, block_length=16, temperature=1.0, seed=seed))[
+            1
+        ].text
 
     assert sample(11) == sample(11)
     assert sample(11) != sample(12)
@@ -233,9 +239,9 @@ def test_bad_settings_are_refused_clearly() -> None:
     backend = ScriptedBackend(fixed_script([1] * 64, [0.5] * 64, len(PROMPT)))
     sampler = DiffusionSampler(backend)
     with pytest.raises(InvalidRequestError, match=r"steps \(1\) must be at least the number of blocks \(2"):
-        list(sampler.generate(PROMPT, 64, DiffusionSettings(steps=1, block_length=32)))
+        list(sampler.generate(PROMPT, 64, DiffusionSettings.reference(steps=1, block_length=32)))
     with pytest.raises(InvalidRequestError, match="threshold must be in"):
-        list(sampler.generate(PROMPT, 8, DiffusionSettings(threshold=1.5)))
+        list(sampler.generate(PROMPT, 8, DiffusionSettings.reference(threshold=1.5)))
     with pytest.raises(InvalidRequestError, match="algorithm must be one of"):
         unknown = DiffusionSettings(algorithm="best")  # type: ignore[arg-type]  # not an Algorithm, on purpose
         list(sampler.generate(PROMPT, 8, unknown))
@@ -251,7 +257,7 @@ def test_even_split_adds_up(masked: int, steps: int) -> None:
 @settings(max_examples=40, deadline=None)
 @given(length=st.integers(1, 40), block=st.integers(1, 16), extra=st.integers(0, 20))
 def test_every_fixed_step_draft_fills_its_canvas(length: int, block: int, extra: int) -> None:
-    settings_ = DiffusionSettings(block_length=block, steps=-(-length // block) + extra)
+    settings_ = DiffusionSettings.reference(block_length=block, steps=-(-length // block) + extra)
     backend = ScriptedBackend(fixed_script([3] * length, confidences(length), len(PROMPT)))
     passes, done = run(backend, length, settings_)
     assert not any(passes[-1].masked) and MASK not in passes[-1].canvas
@@ -263,7 +269,7 @@ def test_without_early_stop_every_pass_runs_and_the_text_is_still_trimmed() -> N
     targets = [1, 2, 3, 4, EOS, 5, 6, 7, 8, 9, 1, 2]
     conf = [0.9, 0.8, 0.85, 0.7, 0.99, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3]
     backend = ScriptedBackend(fixed_script(targets, conf, len(PROMPT)))
-    passes, done = run(backend, 12, DiffusionSettings(steps=12, block_length=12, stop_at_eos=False))
+    passes, done = run(backend, 12, DiffusionSettings.reference(steps=12, block_length=12, stop_at_eos=False))
     assert len(passes) == 12 and done.text == "bcde" and done.stats.finish_reason == "eos"
 
 
@@ -272,7 +278,7 @@ def test_the_mask_token_is_never_committed() -> None:
     table = one_hot_logits([MASK] * 8, [0.9] * 8)
     table[:, 4] = np.log(0.05)
     backend = ScriptedBackend(lambda _s, start, end: table[start - 3 : end - 3].copy())
-    passes, done = run(backend, 8, DiffusionSettings(steps=8, block_length=8))
+    passes, done = run(backend, 8, DiffusionSettings.reference(steps=8, block_length=8))
     assert len(passes) == 8 and MASK not in passes[-1].canvas and done.text == "e" * 8
 
 
@@ -292,10 +298,10 @@ def test_spacing_keeps_neighbours_out_of_the_same_pass() -> None:
     # The model is surest of a run of neighbours: reference decoding fills them together.
     conf = [0.3, 0.4, 0.9, 0.91, 0.92, 0.93, 0.5, 0.6]
     targets = [1] * 8
-    plain, _ = run(ScriptedBackend(fixed_script(targets, conf, len(PROMPT))), 8, DiffusionSettings(steps=4))
+    plain, _ = run(ScriptedBackend(fixed_script(targets, conf, len(PROMPT))), 8, DiffusionSettings.reference(steps=4))
     assert sorted(plain[0].committed) == [4, 5]
     passes, done = run(
-        ScriptedBackend(fixed_script(targets, conf, len(PROMPT))), 8, DiffusionSettings(steps=4, spacing=1)
+        ScriptedBackend(fixed_script(targets, conf, len(PROMPT))), 8, DiffusionSettings.reference(steps=4, spacing=1)
     )
     assert sorted(passes[0].committed) == [3, 5]
     for p in passes:
@@ -305,13 +311,15 @@ def test_spacing_keeps_neighbours_out_of_the_same_pass() -> None:
     dream = [
         [sorted(p.committed) for p in run(ScriptedBackend(fixed_script(targets, conf, 3)), 8, settings)[0]]
         for settings in (
-            DiffusionSettings(steps=4, schedule="timestep"),
-            DiffusionSettings(steps=4, schedule="timestep", spacing=1),
+            DiffusionSettings.reference(steps=4, schedule="timestep"),
+            DiffusionSettings.reference(steps=4, schedule="timestep", spacing=1),
         )
     ]
     assert dream[0][1] == [3, 4] and dream[1][1] == [2, 4]
     confident, _ = run(
-        ScriptedBackend(fixed_script(targets, conf, len(PROMPT))), 8, DiffusionSettings(threshold=0.85, spacing=1)
+        ScriptedBackend(fixed_script(targets, conf, len(PROMPT))),
+        8,
+        DiffusionSettings.reference(threshold=0.85, spacing=1),
     )
     assert sorted(confident[0].committed) == [2, 3, 4, 5]
 
@@ -324,7 +332,7 @@ def test_spacing_keeps_the_end_of_text_rules() -> None:
         passes, done = run(
             ScriptedBackend(fixed_script(targets, conf, len(PROMPT))),
             4,
-            DiffusionSettings(steps=2, block_length=4, eos=eos, spacing=1),
+            DiffusionSettings.reference(steps=2, block_length=4, eos=eos, spacing=1),
         )
         assert sorted(passes[0].committed) == [0, 1], eos
         assert done.text == "bc"

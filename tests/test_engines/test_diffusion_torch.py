@@ -22,10 +22,10 @@ from engines.diffusion.hf.backend import TorchDiffusionBackend, TorchDiffusionSe
 from engines.diffusion.hf.loading import TorchLoadSettings, TorchSetupError
 from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
 from engines.diffusion.settings import DiffusionSettings
-from engines.events import Done, DraftStats, Pass
+from engines.events import DiffusionStats, Done, Pass
 
 INSTRUCTION = "Write a short note to Sam about the 3 meetings on Friday."
-GREEDY = DiffusionSettings(steps=48, block_length=16, stop_at_eos=False)
+GREEDY = DiffusionSettings.reference(steps=48, block_length=16, stop_at_eos=False)
 
 
 def torch_backend(folder: Path, cache: str = "none", quantization: str = "none") -> TorchDiffusionBackend:
@@ -190,11 +190,11 @@ def test_quantized_checkpoints_load_and_draft_on_the_cpu(
 def test_threshold_decoding_and_infill_run_through_the_torch_backend(dream_checkpoint: Path) -> None:
     backend = torch_backend(dream_checkpoint, "dual")
     engine = DiffusionEngine(backend, "dream")
-    settings = DiffusionSettings(threshold=0.9, block_length=16, stop_at_eos=False)
+    settings = DiffusionSettings.reference(threshold=0.9, block_length=16, stop_at_eos=False)
     events = list(engine.infill("Dear Sam,\n", "\nBest, Ana", 32, settings))
     done = events[-1]
     assert isinstance(done, Done) and done.stats.generated_tokens == 32
-    assert isinstance(done.stats, DraftStats)
+    assert isinstance(done.stats, DiffusionStats)
     assert 2 <= done.stats.passes <= 32
 
 

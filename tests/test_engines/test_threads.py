@@ -13,7 +13,7 @@ from scripted_backend import ScriptedBackend, fixed_script
 
 from engines.diffusion.sampler import DiffusionSampler
 from engines.diffusion.settings import DiffusionSettings
-from engines.events import Done, DraftStats
+from engines.events import DiffusionStats, Done
 from engines.llama_ar import LlamaAREngine, LlamaSettings
 from engines.threads import FOREGROUND, CpuLoad, Foreground, auto_threads, available_cores, threads_for
 
@@ -111,7 +111,7 @@ def test_foreground_waits_are_bounded() -> None:
 
 def test_a_draft_gives_way_between_passes_and_says_how_long() -> None:
     backend = ScriptedBackend(fixed_script([1] * 8, [0.9] * 8, len(PROMPT)))
-    settings = DiffusionSettings(steps=8, block_length=8)
+    settings = DiffusionSettings.reference(steps=8, block_length=8)
     release = threading.Event()
 
     def completion() -> None:
@@ -125,7 +125,7 @@ def test_a_draft_gives_way_between_passes_and_says_how_long() -> None:
     events = list(DiffusionSampler(backend).generate(PROMPT, 8, settings))
     holder.join()
     done = events[-1]
-    assert isinstance(done, Done) and isinstance(done.stats, DraftStats)
+    assert isinstance(done, Done) and isinstance(done.stats, DiffusionStats)
     assert done.stats.passes == 8 and done.stats.waited_s >= 0.3
     assert done.stats.ms_per_pass * done.stats.passes / 1000 < done.stats.total_s - 0.3, "waiting is not a pass"
 

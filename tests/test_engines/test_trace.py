@@ -15,7 +15,7 @@ from engines.diffusion.settings import DiffusionSettings
 from engines.diffusion.trace import Trace, TraceError, TraceHeader, load_trace, parse_trace
 from engines.events import Done, Pass
 
-SETTINGS = DiffusionSettings(steps=6, block_length=4)
+SETTINGS = DiffusionSettings.reference(steps=6, block_length=4)
 
 
 def recorded_trace() -> Trace:

@@ -48,7 +48,7 @@ def test_the_shipped_diffusion_model_loads_and_drafts() -> None:
         engine.draft(
             "Write a short note to a colleague about the team lunch.",
             32,
-            DiffusionSettings(steps=8, block_length=16, eos="in_order"),  # as Sharpen drafts by default
+            DiffusionSettings.reference(steps=8, block_length=16, eos="in_order"),  # as Sharpen drafts by default
         )
     )
     assert isinstance(events[-1], Done) and events[-1].text.strip()

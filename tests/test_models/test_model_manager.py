@@ -54,7 +54,7 @@ def test_pull_reports_progress_and_lands_in_the_hf_cache(
     hub.add("acme/tiny-draft-GGUF", {"tiny-draft.gguf": HubFile(content)})
     add_entries(TINY_DRAFT)
     events: list[PullProgress] = []
-    result = service().pull_model("tiny-draft", progress=events.append)
+    result = service().models.pull("tiny-draft", progress=events.append)
     assert result.downloaded_files == 1 and result.verified_files == 1
     assert result.path.read_bytes() == content
     assert str(result.path).startswith(str(tmp_path / "hf" / "hub" / "models--acme--tiny-draft-GGUF"))
@@ -92,7 +92,7 @@ def test_a_dropped_connection_resumes_where_it_stopped(hub: FakeHub) -> None:
     content = os.urandom(CHUNK + 2_000_000)
     hub.add("acme/tiny-draft-GGUF", {"tiny-draft.gguf": HubFile(content, drop_after=CHUNK + 500_000, drops=1)})
     add_entries(TINY_DRAFT)
-    result = service().pull_model("tiny-draft")
+    result = service().models.pull("tiny-draft")
     assert result.path.read_bytes() == content
     ranges = [r.range for r in hub.downloads("tiny-draft.gguf")]
     assert ranges == [None, f"bytes={CHUNK}-"]
@@ -102,33 +102,33 @@ def test_a_corrupted_download_is_rejected_and_removed(hub: FakeHub) -> None:
     repo = hub.add("acme/tiny-draft-GGUF", {"tiny-draft.gguf": HubFile(os.urandom(200_000), corrupt=True)})
     add_entries(TINY_DRAFT)
     with pytest.raises(IntegrityError, match="corrupt and was removed"):
-        service().pull_model("tiny-draft")
+        service().models.pull("tiny-draft")
     blobs = list((Path(os.environ["HF_HOME"]) / "hub" / "models--acme--tiny-draft-GGUF" / "blobs").iterdir())
     assert blobs == []
     with pytest.raises(MissingModelFile, match=r"not downloaded yet.*sharpen models pull tiny-draft"):
-        service().resolve("tiny-draft")
+        service().models.resolve("tiny-draft")
     repo.files["tiny-draft.gguf"].corrupt = False
-    assert service().pull_model("tiny-draft").downloaded_files == 1
+    assert service().models.pull("tiny-draft").downloaded_files == 1
 
 
 def test_the_catalogue_sha256_is_enforced(hub: FakeHub) -> None:
     hub.add("acme/tiny-draft-GGUF", {"tiny-draft.gguf": HubFile(b"x" * 1000, lfs=False)})
     add_entries(TINY_DRAFT + 'sha256 = "' + "0" * 64 + '"\n')
     with pytest.raises(IntegrityError, match=r"sha256 is .*expected 0000"):
-        service().pull_model("tiny-draft")
+        service().models.pull("tiny-draft")
 
 
 def test_offline_mode_is_served_from_the_cache(hub: FakeHub, monkeypatch: pytest.MonkeyPatch) -> None:
     hub.add("acme/tiny-draft-GGUF", {"tiny-draft.gguf": HubFile(os.urandom(1000))})
     add_entries(TINY_DRAFT)
     with pytest.raises(PullError, match="offline mode is on"):
-        service().pull_model("tiny-draft", offline=True)
+        service().models.pull("tiny-draft", offline=True)
     assert hub.requests == []
-    service().pull_model("tiny-draft")
+    service().models.pull("tiny-draft")
     requests = len(hub.requests)
-    assert service().pull_model("tiny-draft", offline=True).downloaded_files == 0
+    assert service().models.pull("tiny-draft", offline=True).downloaded_files == 0
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    assert service().pull_model("tiny-draft").downloaded_files == 0
+    assert service().models.pull("tiny-draft").downloaded_files == 0
     assert len(hub.requests) == requests
 
 
@@ -139,9 +139,9 @@ def test_missing_repos_and_files_are_named(hub: FakeHub) -> None:
         'source = "hf:acme/does-not-exist/x.gguf"\n'
     )
     with pytest.raises(PullError, match=r"acme/tiny-draft-GGUF/tiny-draft\.gguf does not exist"):
-        service().pull_model("tiny-draft")
+        service().models.pull("tiny-draft")
     with pytest.raises(PullError, match="repository acme/does-not-exist was not found"):
-        service().pull_model("nowhere")
+        service().models.pull("nowhere")
 
 
 def test_no_network_at_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -150,7 +150,7 @@ def test_no_network_at_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     add_entries(TINY_DRAFT)
     with pytest.raises(PullError, match=r"cannot reach http://127\.0\.0\.1:9"):
-        service().pull_model("tiny-draft")
+        service().models.pull("tiny-draft")
 
 
 def test_a_checkpoint_pull_takes_weights_config_and_tokenizer_but_no_code(
@@ -164,13 +164,13 @@ def test_a_checkpoint_pull_takes_weights_config_and_tokenizer_but_no_code(
         '[catalogue.tiny-llada]\nrole = "draft"\nengine = "torch-diffusion"\nbackend = "torch"\n'
         'source = "hf:acme/tiny-llada"\nformat = "hf-safetensors"\nquantization = "nf4"\n'
     )
-    result = service().pull_model("tiny-llada")
+    result = service().models.pull("tiny-llada")
     assert sorted(p.name for p in result.path.iterdir()) == sorted(p.name for p in llada_checkpoint.iterdir())
     assert result.verified_files == len(list(llada_checkpoint.iterdir()))
     assert main(["models", "use", "tiny-llada", "--for", "draft"]) == 0
-    engine = service().draft_engine()
-    assert engine.info().backend == "torch" and "nf4" in engine.info().device  # the entry's quantization
-    assert service().pull_model("tiny-llada", offline=True).path == result.path
+    engine = service().diffusion_engine()
+    assert engine.backend.backend == "torch" and "nf4" in engine.backend.description  # the entry's quantization
+    assert service().models.pull("tiny-llada", offline=True).path == result.path
     capsys.readouterr()
     assert main(["models", "rm", "tiny-llada"]) != 0
     assert "in use for draft" in capsys.readouterr().err
@@ -204,12 +204,12 @@ def test_models_that_do_not_fit_are_refused_unless_forced(
         service().use_model("draft", "too-big")
     add_entries(BIG + '\n[models]\ndraft = "too-big"\n')
     with pytest.raises(DoesNotFit, match=r"refusing to load too-big.*models\.check_fit false"):
-        service().draft_engine()
+        service().diffusion_engine()
     capsys.readouterr()
     assert main(["models", "use", "too-big", "--for", "draft", "--force"]) == 0
     assert "models.check_fit = false" in capsys.readouterr().out
     assert load_config(sharpen_paths().config_file).models.check_fit is False
-    assert service().draft_engine().info().model == "too-big"
+    assert service().diffusion_engine().model_name == "too-big"
 
 
 def test_fit_verdicts() -> None:
@@ -242,9 +242,9 @@ def test_a_user_entry_can_point_at_a_local_file(tiny_cacheable_path: Path) -> No
     add_entries(
         f'[catalogue.local]\nrole = "draft"\nengine = "llama-diffusion"\nsource = "path:{tiny_cacheable_path}"\n'
     )
-    assert service().resolve("local").path == tiny_cacheable_path
+    assert service().models.resolve("local").path == tiny_cacheable_path
     with pytest.raises(PullError, match="a local model"):
-        service().pull_model("local")
+        service().models.pull("local")
     entry = entry_from_table("x", {"role": "draft", "engine": "llama-ar", "source": "path:/a"}, "t", builtin=False)
     assert not entry.is_hub
 
@@ -257,7 +257,7 @@ def test_a_pulled_checkpoint_is_served_from_the_cache_when_the_hub_is_unreachabl
         '[catalogue.tiny-llada]\nrole = "draft"\nengine = "torch-diffusion"\nsource = "hf:acme/tiny-llada"\n'
         'format = "hf-safetensors"\n'
     )
-    first = service().pull_model("tiny-llada")
+    first = service().models.pull("tiny-llada")
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
-    again = service().pull_model("tiny-llada")
+    again = service().models.pull("tiny-llada")
     assert again.path == first.path and again.downloaded_files == 0

@@ -14,7 +14,7 @@ from engines.diffusion.engine import DiffusionEngine  # noqa: E402
 from engines.diffusion.hf.backend import TorchDiffusionBackend, TorchDiffusionSettings  # noqa: E402
 from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings  # noqa: E402
 from engines.diffusion.settings import DiffusionSettings  # noqa: E402
-from engines.events import Done, DraftStats  # noqa: E402
+from engines.events import DiffusionStats, Done  # noqa: E402
 from models.training.export import export_gguf  # noqa: E402
 from models.training.model import ModelShape, all_logits, build_model, from_interleaved_layout  # noqa: E402
 from models.training.tokenizer import special_ids, train_tokenizer  # noqa: E402
@@ -64,9 +64,11 @@ def test_pipeline_runs_end_to_end_and_the_export_drafts(tmp_path: Path) -> None:
     in_llama = LlamaDiffusionBackend(report.gguf, LlamaDiffusionSettings(n_ctx=256))
     engine = DiffusionEngine(in_llama, "trained")
     assert in_llama.uses_prefix_cache and in_llama.shift == 0
-    events = list(engine.draft("Write a short note to a friend.", 16, DiffusionSettings(steps=4, block_length=8)))
+    events = list(
+        engine.draft("Write a short note to a friend.", 16, DiffusionSettings.reference(steps=4, block_length=8))
+    )
     done = events[-1]
-    assert isinstance(done, Done) and isinstance(done.stats, DraftStats) and done.stats.passes <= 4
+    assert isinstance(done, Done) and isinstance(done.stats, DiffusionStats) and done.stats.passes <= 4
     # The same weights as a LLaDA checkpoint folder: the torch backend serves them and agrees with llama.cpp
     # on the prompt (Q8_0 in the GGUF against float32 in the folder: argmax only).
     folder = plan.out / "sharpen-draft-hf"

@@ -35,7 +35,7 @@ def fixed_trace(tmp_path: Path) -> Path:
     targets = [t % 10 for t in range(16)]
     confidences = [0.2 + 0.05 * i for i in range(16)]
     backend = ScriptedBackend(fixed_script(targets, confidences, 2))
-    settings = DiffusionSettings(steps=4, block_length=8)
+    settings = DiffusionSettings.reference(steps=4, block_length=8)
     trace = Trace(
         TraceHeader(
             "scripted",

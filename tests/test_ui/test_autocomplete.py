@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from textual.pilot import Pilot
 from ui_support import AppFactory, make_config
 
-from engines.events import Event
+from app.reply import Reply
 from ui.app import SharpenApp
 from ui.suggestions import SuggestionCache, fit_to_line, should_suggest
 
@@ -53,7 +52,7 @@ async def test_typing_into_a_suggestion_costs_no_new_request(make_app: AppFactor
         original = app.service.complete
 
         # Whatever else the app passes goes through untouched: only the prefix is recorded.
-        def counting(prefix: str, *args: Any, **kwargs: Any) -> Iterator[Event]:
+        def counting(prefix: str, *args: Any, **kwargs: Any) -> Reply:
             calls.append(prefix)
             return original(prefix, *args, **kwargs)
 

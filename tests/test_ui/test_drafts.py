@@ -10,6 +10,7 @@ from textual.pilot import Pilot
 from textual.widgets import Input
 from ui_support import AppFactory, make_config
 
+from app.reply import DraftRequest
 from ui.app import SharpenApp
 from ui.screens.dialogs import DraftPromptScreen
 
@@ -128,3 +129,36 @@ async def test_rewrite_needs_a_selection(make_app: AppFactory) -> None:
         await pilot.press("ctrl+r")
         assert app.draft is None
         assert any("select the text" in n.message for n in app._notifications)
+
+
+async def test_a_failed_draft_says_why_inserts_nothing_and_closes(
+    make_app: AppFactory, tiny_cacheable_path: Path
+) -> None:
+    app = make_app(config=make_config(tiny_cacheable_path, autocomplete=False))
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.editor.load_text("Hi team,\n")
+        # The dialog refuses an empty instruction; the engine refuses it too, in the worker.
+        app.start_draft(DraftRequest("draft", "   ", tokens=48), "Draft")
+        assert app.draft is not None and app.draft.state == "refining"
+        assert await wait_until(pilot, lambda: app.draft is not None and app.draft.state == "failed")
+        assert app.status.info.state == "draft failed"
+        assert any("empty" in n.message for n in app._notifications)
+        await pilot.press("ctrl+y")
+        assert app.editor.text == "Hi team,\n", "a failed draft has nothing to insert"
+        await pilot.press("escape")
+        assert app.draft is None and not app.panel.has_class("open") and app.status.info.state == "ready"
+
+
+async def test_a_finished_draft_is_ready_and_a_cancelled_one_cancelled(
+    make_app: AppFactory, tiny_cacheable_path: Path
+) -> None:
+    app = make_app(config=make_config(tiny_cacheable_path, autocomplete=False))
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.start_draft(DraftRequest("draft", "Write a note", tokens=48), "Draft")
+        assert await wait_until(pilot, lambda: app.draft is not None and app.draft.state != "refining")
+        assert app.draft is not None and app.draft.state == "ready" and app.panel.last_trace is not None
+        await pilot.press("escape")
+        app.start_draft(DraftRequest("draft", "Write a long story", tokens=512), "Draft")
+        await pilot.press("escape")
+        assert await wait_until(pilot, lambda: app.draft is not None and app.draft.state != "refining")
+        assert app.draft is not None and app.draft.state == "cancelled"

@@ -60,7 +60,7 @@ async def test_pull_with_progress_then_use_for_drafts(
         await pilot.pause()
         assert app.service.config.models.draft == "tiny-draft"
         assert "diffusion" in app.service.present_engines()
-        assert os.environ["HF_HOME"] in str(app.service.resolve("tiny-draft").path)
+        assert os.environ["HF_HOME"] in str(app.service.models.resolve("tiny-draft").path)
 
 
 async def test_a_failed_pull_is_reported_on_the_screen(make_app: AppFactory, hub: FakeHub) -> None:

@@ -10,7 +10,7 @@ import pytest
 from textual.pilot import Pilot
 from ui_support import AppFactory, make_config
 
-from app import service as service_module
+from app import model_manager
 from engines.diffusion.trace import load_trace
 from models.fit import Machine
 from ui.app import SharpenApp
@@ -55,7 +55,7 @@ def test_help_screen(snap_compare: SnapCompare, make_app: AppFactory) -> None:
 
 def test_models_screen(snap_compare: SnapCompare, make_app: AppFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     # The "fits" column depends on the machine: draw it for a fixed one (16 GiB free, no GPU).
-    monkeypatch.setattr(service_module, "this_machine", lambda: Machine(16 * 1024**3, 24 * 1024**3, 0, ""))
+    monkeypatch.setattr(model_manager, "this_machine", lambda: Machine(16 * 1024**3, 24 * 1024**3, 0, ""))
     app, prepare = editor_app(make_app)
     assert snap_compare(app, terminal_size=SIZE, run_before=prepare, press=["f2"])
 

@@ -16,7 +16,7 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label, ProgressBar
 
-from app.service import ModelStatus, SharpenError, SharpenService
+from app.service import SharpenError, SharpenService
 from models.hub import PullProgress, PullResult
 
 
@@ -32,14 +32,6 @@ class PullFinished(Message):
     error: str | None
 
 
-def size_label(model: ModelStatus) -> str:
-    if model.present and model.size_bytes:
-        return f"{model.size_bytes / 1e6:,.0f} MB"
-    if model.source.startswith("hf:"):
-        return f"get {model.download_bytes / 1e9:.1f} GB" if model.download_bytes else "not pulled"
-    return "missing"
-
-
 class ModelsScreen(ModalScreen[tuple[str, str] | None]):
     """Dismisses with (role, model name) when the user picks a model for a role."""
 
@@ -53,7 +45,7 @@ class ModelsScreen(ModalScreen[tuple[str, str] | None]):
     def __init__(self, service: SharpenService) -> None:
         super().__init__()
         self.service = service
-        self.models = service.models()
+        self.models = service.models.list()
         self.pulling: str | None = None
         self._last_percent = -1
 
@@ -77,10 +69,10 @@ class ModelsScreen(ModalScreen[tuple[str, str] | None]):
         row = table.cursor_row
         table.clear()
         for model in self.models:
-            fits = "yes" if model.fits else "no"
+            fits = "yes" if model.fit.fits else "no"
             serves = "yes" if model.in_use_for else ""
-            runs_on = "torch" if model.engine.startswith("torch") else "llama.cpp"
-            table.add_row(model.name, model.role, runs_on, size_label(model), fits, serves, key=model.name)
+            runs_on = "torch" if model.entry.engine.startswith("torch") else "llama.cpp"
+            table.add_row(model.name, model.entry.role, runs_on, model.size_label, fits, serves, key=model.name)
         if table.row_count:
             table.move_cursor(row=min(row, table.row_count - 1))
 
@@ -104,7 +96,7 @@ class ModelsScreen(ModalScreen[tuple[str, str] | None]):
             self.notify(f"{self.pulling} is still downloading", severity="warning")
             return
         model = next(m for m in self.models if m.name == name)
-        if not model.source.startswith("hf:"):
+        if not model.entry.is_hub:
             self.notify(f"{name} is part of Sharpen or a local file: nothing to pull")
             return
         self.pulling = name
@@ -123,7 +115,7 @@ class ModelsScreen(ModalScreen[tuple[str, str] | None]):
                 self.post_message(PullUpdate(event))
 
         try:
-            result = self.service.pull_model(name, progress=report)
+            result = self.service.models.pull(name, progress=report)
         except SharpenError as error:
             self.post_message(PullFinished(name, None, str(error)))
             return
@@ -150,7 +142,7 @@ class ModelsScreen(ModalScreen[tuple[str, str] | None]):
         assert message.result is not None
         fetched = "downloaded" if message.result.downloaded_files else "already in the cache"
         status.update(f"{message.name}: {fetched}, verified — press c or d to use it")
-        self.models = self.service.models()
+        self.models = self.service.models.list()
         self._fill()
 
     def action_close(self) -> None:

@@ -1,0 +1,75 @@
+"""What every `sharpen` command shares: exit codes, one-line usage errors, flags checked as settings are."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from app.config import BadValue, Check, SettingSpec, convert_text, settings_registry
+from app.service import SharpenService
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+@dataclass(frozen=True)
+class Command:
+    """One `sharpen NAME`: its help line, the function that declares its arguments, and its handler."""
+
+    name: str
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with its errors as Sharpen's one line (and no usage dump)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"sharpen: error: {message} (`{self.prog} --help` lists the options)\n")
+
+
+def _flag_type(spec: SettingSpec, note: str = "") -> Callable[[str], Any]:
+    """An argparse type that converts and checks as the config does, with the config's messages."""
+
+    def convert(text: str) -> Any:
+        try:
+            return convert_text(spec, text)
+        except BadValue as error:
+            raise argparse.ArgumentTypeError(f"{error}{note}") from None
+
+    return convert
+
+
+def setting_flag(key: str) -> Callable[[str], Any]:
+    """The type of a flag that overrides the setting `key`."""
+    return _flag_type(settings_registry()[key], f" (as the setting {key})")
+
+
+def checked_flag(kind: type, check: Check) -> Callable[[str], Any]:
+    """The type of a flag that is no setting, checked by one of the config's checks."""
+    return _flag_type(SettingSpec("", kind, None, "", check))
+
+
+def read_text(arg: str) -> str:
+    return sys.stdin.read() if arg == "-" else arg
+
+
+def service() -> SharpenService:
+    return SharpenService.from_environment()
+
+
+def engine_label(engine: str) -> str:
+    return "AR" if engine == "ar" else "diffusion"
+
+
+def gb(size: int) -> str:
+    return f"{size / 1e9:.1f} GB" if size >= 1e9 else f"{size / 1e6:.0f} MB"
+
+
+def fail(message: str, code: int = EXIT_ERROR) -> int:
+    print(f"sharpen: error: {message}", file=sys.stderr)
+    return code

@@ -1,0 +1,127 @@
+"""The `sharpen` command line: the parser built from every command's declaration, and one-line errors.
+
+Every command goes through SharpenService, as the TUI does.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from importlib.metadata import version
+from pathlib import Path
+
+from app.cli import models, routing, tools, writing
+from app.cli.common import EXIT_USAGE, Command, Parser, fail
+from app.service import SharpenError
+
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 128 + getattr(signal, "SIGPIPE", 13)  # Windows has no SIGPIPE
+
+COMMANDS: tuple[Command, ...] = (
+    *writing.COMMANDS,
+    *routing.COMMANDS,
+    tools.REPLAY,
+    tools.TRAINING_DATA,
+    tools.CONFIG,
+    *models.COMMANDS,
+    tools.DOCTOR,
+)
+
+
+def command_names() -> set[str]:
+    return {command.name for command in COMMANDS}
+
+
+def build_parser() -> Parser:
+    parser = Parser(
+        prog="sharpen",
+        usage="sharpen [FILE] | sharpen COMMAND ...",
+        epilog="With no command, or with a FILE, Sharpen opens its editor (the TUI).",
+        description="A local, offline writing assistant: autocomplete from a llama.cpp model, "
+        "drafts from a diffusion model.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version('sharpen')}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what the engines do, llama.cpp included")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", prog="sharpen")
+    for command in COMMANDS:
+        sub = subparsers.add_parser(command.name, help=command.help)
+        command.arguments(sub)
+        sub.set_defaults(handler=command.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # here, not at exit, so a closed pipe is met where it can be handled
+        return code
+    except BrokenPipeError:
+        # The reader went away (`sharpen route ... | head -1`): stop quietly, as Unix tools do.
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's last flush does not fail on the closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass  # stdout is not a real file (captured by a test): nothing will flush into the pipe
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or (not argv[0].startswith("-") and argv[0] not in command_names()):
+        if len(argv) > 1:
+            return fail(
+                f"unknown command {argv[0]!r}; `sharpen FILE` opens a file, `sharpen --help` lists the commands",
+                EXIT_USAGE,
+            )
+        document = Path(argv[0]).expanduser() if argv else None
+        return _guarded(lambda: tools.run_tui(document), verbose=False)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit:  # --help, --version, or a usage error already reported in one line
+        return exit.code if isinstance(exit.code, int) else EXIT_USAGE
+    if args.command is None:
+        parser.print_help()
+        return 0
+    if args.verbose:
+        _log_verbosely()
+    handler: Callable[..., int] = args.handler
+    return _guarded(lambda: handler(args), verbose=args.verbose)
+
+
+def _log_verbosely() -> None:
+    logging.basicConfig(level=logging.DEBUG, format="%(name)s: %(message)s")
+    llama_logger = logging.getLogger("sharpen.llama_cpp")
+    llama_logger.propagate = True
+
+
+def _guarded(command: Callable[[], int], *, verbose: bool) -> int:
+    """Run a command; whatever goes wrong is one `sharpen: error:` line on stderr, never a traceback."""
+    try:
+        return command()
+    except SharpenError as error:
+        return fail(str(error))
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        raise
+    except UnicodeDecodeError:
+        return fail("the input is not UTF-8 text")
+    except OSError as error:
+        where = f" ({error.filename})" if error.filename else ""
+        return fail(f"{error.strerror or error}{where}")
+    except Exception as error:
+        if verbose:
+            raise
+        return fail(
+            f"unexpected {type(error).__name__}: {error}. This is a bug in Sharpen: `sharpen -v ...` shows where; "
+            "please report it with the output of `sharpen doctor --json`"
+        )

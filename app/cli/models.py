@@ -1,0 +1,152 @@
+"""`sharpen models` (list, pull, rm, info, use) and `sharpen inspect`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from app.cli.common import Command, gb, service
+from app.config import set_value
+from models.gguf_info import inspect_gguf
+from models.hf_checkpoint import inspect_checkpoint
+from models.hub import PullProgress
+
+
+def models_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true")
+    actions = parser.add_subparsers(dest="action")
+    listing = actions.add_parser("list", help="the models Sharpen knows, which are present, which fit")
+    listing.add_argument("--json", action="store_true")
+    pull = actions.add_parser("pull", help="download a model from the Hugging Face Hub into the HF cache")
+    pull.add_argument("name")
+    pull.add_argument("--offline", action="store_true", help="use only the local cache (as HF_HUB_OFFLINE=1)")
+    pull.add_argument("--force", action="store_true", help="download even if it does not fit this machine")
+    remove = actions.add_parser("rm", help="delete a downloaded model from the HF cache")
+    remove.add_argument("name")
+    info = actions.add_parser("info", help="everything about one model: source, size, needs, file details")
+    info.add_argument("name")
+    info.add_argument("--json", action="store_true")
+    use = actions.add_parser("use", help="serve a role with a model (validated first)")
+    use.add_argument("name")
+    use.add_argument("--for", dest="role", required=True, choices=("draft", "complete"))
+    use.add_argument("--force", action="store_true", help="use it even if it does not fit this machine")
+
+
+def models(args: argparse.Namespace) -> int:
+    actions = {"list": list_models, "pull": pull_model, "rm": remove_model, "info": model_info, "use": use_model}
+    return actions[args.action or "list"](args)
+
+
+def list_models(args: argparse.Namespace) -> int:
+    statuses = service().models.list()
+    if args.json:
+        print(json.dumps([status.as_json() for status in statuses], indent=2))
+        return 0
+    for status in statuses:
+        entry = status.entry
+        used = f"  [in use for {', '.join(status.in_use_for)}]" if status.in_use_for else ""
+        fit = "" if status.fit.fits else "  (too big for this machine)"
+        print(f"{entry.name:26} {entry.role:9} {entry.engine:16} {status.size_label:>11}{used}{fit}")
+        print(f"    {entry.description}")
+    print("\n`sharpen models pull NAME` downloads one; `sharpen models use NAME --for draft|complete` switches.")
+    return 0
+
+
+class ProgressLine:
+    """One progress line on stderr: redrawn in place on a terminal, every 10% otherwise."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self.started = time.monotonic()
+        self.last_decile: dict[str, int] = {}
+
+    def __call__(self, event: PullProgress) -> None:
+        total = event.total_bytes or 0
+        share = event.done_bytes / total if total else 0.0
+        rate = event.done_bytes / max(1e-6, time.monotonic() - self.started)
+        line = (
+            f"{event.model}: {event.file} [{event.file_index}/{event.file_count}] {share:6.1%} "
+            f"{gb(event.done_bytes)} of {gb(total) if total else '?'} ({rate / 1e6:.1f} MB/s)"
+        )
+        if self.tty:
+            print(f"\r{line}\x1b[K", end="", file=sys.stderr, flush=True)
+            return
+        decile = int(share * 10)
+        if self.last_decile.get(event.file, -1) < decile:
+            self.last_decile[event.file] = decile
+            print(line, file=sys.stderr, flush=True)
+
+    def finish(self) -> None:
+        if self.tty:
+            print(file=sys.stderr)
+
+
+def pull_model(args: argparse.Namespace) -> int:
+    progress = ProgressLine()
+    try:
+        result = service().models.pull(args.name, offline=args.offline, force=args.force, progress=progress)
+    finally:
+        progress.finish()
+    fetched = f"downloaded {result.downloaded_files} file(s)" if result.downloaded_files else "already in the cache"
+    print(f"{args.name}: {fetched}, {gb(result.bytes_on_disk)}, {result.verified_files} file(s) verified")
+    print(result.path)
+    return 0
+
+
+def remove_model(args: argparse.Namespace) -> int:
+    freed = service().models.remove(args.name)
+    print(f"{args.name}: {'removed, ' + gb(freed) + ' freed' if freed else 'was not downloaded; nothing to remove'}")
+    return 0
+
+
+def model_info(args: argparse.Namespace) -> int:
+    info = service().models.info(args.name)
+    if args.json:
+        print(json.dumps(info, indent=2, default=str))
+        return 0
+    for key, value in info.items():
+        if key == "file" and isinstance(value, dict):
+            print("file:")
+            for inner, detail in value.items():
+                print(f"  {inner:22} {detail}")
+        else:
+            print(f"{key:24} {value}")
+    return 0
+
+
+def use_model(args: argparse.Namespace) -> int:
+    sharpen = service()
+    sharpen.use_model(args.role, args.name, force=args.force)
+    print(f"models.{args.role} = {args.name}")
+    if args.force and sharpen.config.models.check_fit:
+        set_value(sharpen.paths.config_file, "models.check_fit", "false")
+        print(
+            "models.check_fit = false  (forced: Sharpen will load it without the fit check; "
+            "`sharpen config set models.check_fit true` restores the check)"
+        )
+    return 0
+
+
+def inspect_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("path")
+    parser.add_argument("--json", action="store_true")
+
+
+def inspect(args: argparse.Namespace) -> int:
+    path = Path(args.path).expanduser()
+    summary = inspect_checkpoint(path).summary() if path.is_dir() else inspect_gguf(path).summary()
+    if args.json:
+        print(json.dumps(summary, indent=2, default=str))
+    else:
+        for key, value in summary.items():
+            print(f"{key:24} {value}")
+    return 0
+
+
+COMMANDS = (
+    Command("models", "list, download, inspect, remove and switch models", models_arguments, models),
+    Command("inspect", "show what a GGUF file or a checkpoint folder says about itself", inspect_arguments, inspect),
+)

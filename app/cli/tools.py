@@ -1,0 +1,120 @@
+"""`sharpen config`, `doctor`, `replay` and (for development) `training-data`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from app.cli.common import EXIT_ERROR, Command, checked_flag, service
+from app.config import at_least, between, load_config, render_config, set_value
+from app.paths import sharpen_paths
+from engines.diffusion.trace import load_trace
+
+
+def run_tui(document: Path | None = None, trace: Path | None = None) -> int:
+    """Open the TUI (Textual is imported here, so the other commands start without it)."""
+    from ui.app import SharpenApp
+
+    SharpenApp(service(), document=document, trace=trace).run()
+    return 0
+
+
+def replay_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("trace", help="a trace file saved by `sharpen draft --trace` or the TUI")
+
+
+def replay(args: argparse.Namespace) -> int:
+    load_trace(args.trace)  # a bad file fails here, with a clear message, before the screen opens
+    return run_tui(trace=Path(args.trace))
+
+
+def training_data_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", default="models/training/data/drafts.jsonl", help="JSON Lines file, appended to")
+    parser.add_argument(
+        "--count",
+        type=checked_flag(int, at_least(1)),
+        default=1000,
+        help="how many instructions (resumes where it stopped)",
+    )
+    parser.add_argument("--seed", type=checked_flag(int, at_least(0)), default=0, help="which list of instructions")
+    parser.add_argument("--max-tokens", type=checked_flag(int, at_least(1)), default=160)
+    parser.add_argument(
+        "--temperature",
+        type=checked_flag(float, between(0.0, 2.0)),
+        default=0.0,
+        help="0: greedy, written several at a time",
+    )
+    parser.add_argument(
+        "--parallel", type=checked_flag(int, at_least(1)), default=16, help="greedy drafts decoded together"
+    )
+
+
+def training_data(args: argparse.Namespace) -> int:
+    from app.training_data import make_pairs
+
+    def report(done: int, total: int, tokens: int) -> None:
+        print(f"\r{done}/{total} drafts, {tokens} tokens", end="", file=sys.stderr, flush=True)
+
+    written = make_pairs(
+        service().ar_engine(),
+        Path(args.out),
+        args.count,
+        seed=args.seed,
+        max_tokens=args.max_tokens,
+        temperature=args.temperature,
+        parallel=args.parallel,
+        progress=report,
+    )
+    print(f"\nwrote {written} new drafts to {args.out}", file=sys.stderr)
+    return 0
+
+
+def config_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    actions.add_parser("path", help="print the config file's path")
+    actions.add_parser("show", help="print every setting in effect")
+    change = actions.add_parser("set", help="change one setting")
+    change.add_argument("key", help="a dotted key, e.g. ar.n_ctx")
+    change.add_argument("value")
+
+
+def config(args: argparse.Namespace) -> int:
+    path = sharpen_paths().config_file
+    if args.action == "path":
+        print(path)
+    elif args.action == "show":
+        print(render_config(load_config(path)), end="")
+    else:
+        value = set_value(path, args.key, args.value)
+        print(f"{args.key} = {json.dumps(value)}  ({path})")
+    return 0
+
+
+def doctor_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="everything found, for a bug report")
+
+
+def doctor(args: argparse.Namespace) -> int:
+    from app.doctor import diagnose, render
+
+    report = diagnose()
+    print(json.dumps(report.as_dict(), indent=2) if args.json else render(report), end="\n" if args.json else "")
+    return 0 if report.ok else EXIT_ERROR
+
+
+REPLAY = Command("replay", "open the playback of a saved refinement trace", replay_arguments, replay)
+TRAINING_DATA = Command(
+    "training-data",
+    "(development) write instruction -> draft pairs with the AR model, for training",
+    training_data_arguments,
+    training_data,
+)
+CONFIG = Command("config", "show or change settings", config_arguments, config)
+DOCTOR = Command(
+    "doctor",
+    "check the build, the CPU, the models, the calibration and the config; name each fix",
+    doctor_arguments,
+    doctor,
+)

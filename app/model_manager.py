@@ -1,0 +1,194 @@
+"""The models Sharpen knows: the catalogue, where each model is, whether it fits, pulling and removing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from app.config import Config, ConfigError, read_raw, user_catalogue
+from app.paths import SharpenPaths
+from engines.diffusion.llama_backend import check_diffusion_gguf
+from models.catalogue import CatalogueEntry, ResolvedModel, catalogue, resolve_model
+from models.errors import ModelError, UnknownModel, UnsupportedModel
+from models.fit import FitVerdict, check_fit, require_disk, require_fit, this_machine
+from models.gguf_info import inspect_gguf
+from models.hf_checkpoint import inspect_checkpoint, is_checkpoint_folder
+from models.hub import HubSettings, ProgressCallback, PullError, PullResult, cached_path, pull, remove
+
+ROLES = ("complete", "draft")
+
+
+def size_on_disk(path: Path) -> int:
+    if path.is_dir():
+        return sum(p.resolve().stat().st_size for p in path.rglob("*") if p.is_file())
+    return path.stat().st_size
+
+
+@dataclass(frozen=True)
+class ModelStatus:
+    """A catalogue entry as this machine has it: where it is, its size, what it serves, whether it fits."""
+
+    entry: CatalogueEntry
+    path: Path | None
+    size_bytes: int | None
+    in_use_for: tuple[str, ...]
+    fit: FitVerdict
+
+    @property
+    def name(self) -> str:
+        return self.entry.name
+
+    @property
+    def present(self) -> bool:
+        return self.size_bytes is not None
+
+    @property
+    def size_label(self) -> str:
+        if self.size_bytes:
+            return f"{self.size_bytes / 1e6:,.0f} MB"
+        if self.entry.is_hub:
+            return f"get {self.entry.size_bytes / 1e9:.1f} GB" if self.entry.size_bytes else "not pulled"
+        return "missing"
+
+    def as_json(self) -> dict[str, Any]:
+        entry = self.entry
+        return {
+            "name": entry.name,
+            "role": entry.role,
+            "engine": entry.engine,
+            "description": entry.description,
+            "path": str(self.path) if self.path else None,
+            "present": self.present,
+            "size_bytes": self.size_bytes,
+            "in_use_for": list(self.in_use_for),
+            "source": entry.source,
+            "download_bytes": entry.size_bytes,
+            "fit": self.fit.reason,
+            "fits": self.fit.fits,
+        }
+
+
+class ModelManager:
+    """Reads the catalogue (the built-in one plus the user's [catalogue.NAME] tables) once, as the rest of
+    the config is read: routing resolves models on every request."""
+
+    def __init__(self, paths: SharpenPaths, config: Callable[[], Config]) -> None:
+        self.paths = paths
+        self._config = config
+        self._catalogue: dict[str, CatalogueEntry] | None = None
+
+    def catalogue(self) -> dict[str, CatalogueEntry]:
+        if self._catalogue is None:
+            self._catalogue = catalogue(user_catalogue(read_raw(self.paths.config_file), self.paths.config_file))
+        return self._catalogue
+
+    def resolve(self, name: str) -> ResolvedModel:
+        return resolve_model(name, self.catalogue())
+
+    def entry(self, name: str) -> CatalogueEntry:
+        entries = self.catalogue()
+        if name not in entries:
+            raise UnknownModel(name, sorted(entries))
+        return entries[name]
+
+    def in_use_for(self, name: str) -> tuple[str, ...]:
+        models = self._config().models
+        return tuple(role for role in ROLES if getattr(models, role) == name)
+
+    def status(self, entry: CatalogueEntry) -> ModelStatus:
+        try:
+            path: Path | None = resolve_model(entry.name, {entry.name: entry}).path
+        except ModelError:
+            path = None
+        present = path is not None and (path.is_file() or is_checkpoint_folder(path))
+        return ModelStatus(
+            entry=entry,
+            path=path,
+            size_bytes=size_on_disk(path) if present and path else None,
+            in_use_for=self.in_use_for(entry.name),
+            fit=check_fit(entry, this_machine()),
+        )
+
+    def list(self) -> list[ModelStatus]:
+        return [self.status(entry) for entry in self.catalogue().values()]
+
+    def info(self, name: str) -> dict[str, object]:
+        """Everything known about one catalogue model: the entry, where it is, whether it fits, and what
+        the file itself says if it is present."""
+        status = self.status(self.entry(name))
+        info: dict[str, object] = {
+            key: value for key, value in asdict(status.entry).items() if key != "name" and value not in ("", 0, 0.0)
+        }
+        info |= {"name": name, "present": status.present, "path": str(status.path) if status.path else None}
+        info |= {"in_use_for": list(status.in_use_for), "fits": status.fit.fits, "fit": status.fit.reason}
+        if status.present and status.path is not None:
+            details = (
+                inspect_checkpoint(status.path).summary()
+                if is_checkpoint_folder(status.path)
+                else inspect_gguf(status.path).summary()
+            )
+            info["file"] = details
+        return info
+
+    def check(self, role: str, name: str, *, fit: bool = True) -> ResolvedModel:
+        """The model `name` resolved, read and checked for `role`; a ModelError says what is wrong."""
+        if role not in ROLES:
+            raise ConfigError(f"unknown role {role!r}: use complete or draft")
+        model = self.resolve(name)
+        path = model.path
+        if model.entry is not None and fit:
+            self.require_fit(model.entry, action=f"use {name}", override="`--force` uses it anyway.")
+        if is_checkpoint_folder(path):
+            if role != "draft":
+                raise UnsupportedModel(path, "is a diffusion checkpoint", "Completions need an autoregressive GGUF.")
+            inspect_checkpoint(path)
+            return model
+        info = inspect_gguf(path)
+        if role == "draft":
+            check_diffusion_gguf(info)
+        elif info.is_diffusion:
+            raise UnsupportedModel(
+                info.path, f"is a diffusion model ({info.architecture})", "Completions need an autoregressive model."
+            )
+        return model
+
+    def pull(
+        self, name: str, *, offline: bool = False, force: bool = False, progress: ProgressCallback | None = None
+    ) -> PullResult:
+        """Download a catalogue model into the Hugging Face cache (after the fit and disk checks)."""
+        entry = self.entry(name)
+        settings = HubSettings.from_environment(offline=offline)
+        if not entry.is_hub:
+            raise PullError(
+                f"{name} is {'embedded in Sharpen' if entry.is_embedded else 'a local model'}: nothing to pull"
+            )
+        if not force and cached_path(entry, settings) is None:
+            self.require_fit(entry, action=f"download {name}", override="`--force` downloads it anyway.")
+            if not settings.offline:
+                require_disk(entry, settings.cache_dir, override="`--force` downloads it anyway.")
+        return pull(entry, settings=settings, progress=progress)
+
+    def remove(self, name: str) -> int:
+        """Delete a pulled model from the Hugging Face cache; the bytes freed."""
+        entry = self.entry(name)
+        in_use = self.in_use_for(name)
+        if in_use:
+            raise PullError(
+                f"{name} is in use for {' and '.join(in_use)}; switch to another model first "
+                f"(`sharpen models use OTHER --for {in_use[0]}`)"
+            )
+        return remove(entry)
+
+    def require_fit(self, entry: CatalogueEntry, *, action: str, override: str) -> None:
+        if entry.needs_ram_gib or entry.needs_vram_gib:
+            require_fit(entry, this_machine(), action=action, override=override)
+
+    def require_fit_to_load(self, model: ResolvedModel) -> None:
+        if model.entry is not None and self._config().models.check_fit:
+            self.require_fit(
+                model.entry,
+                action=f"load {model.name}",
+                override="`sharpen config set models.check_fit false` loads it anyway.",
+            )
