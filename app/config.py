@@ -1,8 +1,9 @@
 """Sharpen's settings: typed, with defaults, read from config.toml and validated key by key.
 
-Every setting is a field of a section dataclass below; its metadata carries the help text and the
-check. The registry of dotted keys ("ar.n_ctx") is derived from these dataclasses, so adding a setting
-is one line.
+Every setting is a field of a section dataclass below, declared with engines.options.option(): its
+metadata carries the help text and the check. The draft options are DiffusionSettings' own (the
+[diffusion] section extends it). The registry of dotted keys ("ar.n_ctx") is derived from these
+dataclasses, so adding a setting is one line.
 """
 
 from __future__ import annotations
@@ -19,8 +20,7 @@ import tomli_w
 
 from app.atomic import write_atomic
 from engines.diffusion.settings import DiffusionSettings
-from engines.options import Check, at_least, between, from_options, not_empty, one_of, options, to_options
-from engines.options import option as setting
+from engines.options import Check, at_least, between, from_options, not_empty, one_of, option, options, to_options
 from router.request import Policy, Quality
 
 
@@ -30,81 +30,81 @@ class ConfigError(Exception):
 
 @dataclass(frozen=True)
 class ModelsSection:
-    complete: str = setting(
+    complete: str = option(
         "smollm2-135m-instruct",
         "model for autocomplete and short instructions: a catalogue name or a .gguf path",
         not_empty,
     )
-    draft: str = setting(
+    draft: str = option(
         "sharpen-draft",
         "diffusion model for drafts and rewrites: a catalogue name, a .gguf path or a checkpoint folder; "
         "empty means none configured",
     )
-    check_fit: bool = setting(True, "refuse to load a catalogue model that needs more RAM/GPU memory than is free")
+    check_fit: bool = option(True, "refuse to load a catalogue model that needs more RAM/GPU memory than is free")
 
 
 @dataclass(frozen=True)
 class ArSection:
-    n_ctx: int = setting(2048, "context length of the autocomplete engine, in tokens", at_least(256))
-    n_threads: int = setting(
+    n_ctx: int = option(2048, "context length of the autocomplete engine, in tokens", at_least(256))
+    n_threads: int = option(
         0,
         "CPU threads; 0 chooses per call: the cores this process may use, less those other work keeps busy",
         at_least(0),
     )
-    n_batch: int = setting(512, "prompt tokens evaluated per llama.cpp batch", at_least(1))
-    n_gpu_layers: int = setting(
+    n_batch: int = option(512, "prompt tokens evaluated per llama.cpp batch", at_least(1))
+    n_gpu_layers: int = option(
         -1, "layers offloaded to the GPU where the build supports it; -1 all, 0 none", at_least(-1)
     )
 
 
 @dataclass(frozen=True)
 class CompleteSection:
-    max_tokens: int = setting(32, "longest completion, in tokens", between(1, 4096))
-    temperature: float = setting(0.0, "sampling temperature for completions; 0 is greedy", between(0.0, 2.0))
+    max_tokens: int = option(32, "longest completion, in tokens", between(1, 4096))
+    temperature: float = option(0.0, "sampling temperature for completions; 0 is greedy", between(0.0, 2.0))
 
 
 @dataclass(frozen=True)
 class ChatSection:
-    max_tokens: int = setting(256, "longest reply to an instruction, in tokens", between(1, 8192))
-    temperature: float = setting(0.0, "sampling temperature for instructions; 0 is greedy", between(0.0, 2.0))
+    max_tokens: int = option(256, "longest reply to an instruction, in tokens", between(1, 8192))
+    temperature: float = option(0.0, "sampling temperature for instructions; 0 is greedy", between(0.0, 2.0))
 
 
 @dataclass(frozen=True)
 class DiffusionSection(DiffusionSettings):
     """The draft options DiffusionSettings declares, plus how the diffusion engine is loaded."""
 
-    tokens: int = setting(128, "default draft length, in tokens", between(1, 8192))
-    n_ctx: int = setting(1024, "context of the diffusion engine: prompt + draft + text after it", at_least(256))
-    n_threads: int = setting(
+    tokens: int = option(128, "default draft length, in tokens", between(1, 8192))
+    n_ctx: int = option(1024, "context of the diffusion engine: prompt + draft + text after it", at_least(256))
+    n_threads: int = option(
         0,
         "CPU threads; 0 chooses per call: the cores this process may use, less those other work keeps busy",
         at_least(0),
     )
-    prefix_cache: bool = setting(True, "keep the prompt and finished blocks cached where the model allows it")
+    prefix_cache: bool = option(True, "keep the prompt and finished blocks cached where the model allows it")
     # The torch backend (Hugging Face checkpoint folders as models.draft).
-    device: str = setting("auto", "torch device for checkpoint folders: auto, cpu, cuda or cuda:N", not_empty)
-    dtype: str = setting(
+    device: str = option("auto", "torch device for checkpoint folders: auto, cpu, cuda or cuda:N", not_empty)
+    dtype: str = option(
         "auto",
         "torch compute dtype: auto (bf16/fp16 on CUDA, fp32 on CPU), fp32, bf16, fp16",
         one_of("auto", "fp32", "bf16", "fp16"),
     )
-    quantization: str = setting(
+    quantization: str = option(
         "auto",
         "bitsandbytes quantization of checkpoints: auto (the catalogue entry's, else none), none, nf4 or int8",
         one_of("auto", "none", "nf4", "int8"),
     )
-    torch_cache: str = setting(
+    torch_cache: str = option(
         "prefix", "torch backend cache: none (full recompute), prefix or dual", one_of("none", "prefix", "dual")
     )
-    offload: bool = setting(True, "let layers that do not fit on the GPU run from CPU memory")
-    max_gpu_memory_gib: float = setting(0.0, "GPU memory the weights may take; 0 is what is free", at_least(0.0))
+    offload: bool = option(True, "let layers that do not fit on the GPU run from CPU memory")
+    max_gpu_memory_gib: float = option(0.0, "GPU memory the weights may take; 0 is what is free", at_least(0.0))
 
 
 @dataclass(frozen=True)
 class RouterSection:
-    policy: Policy = setting("design", "design (AR for completions, diffusion for drafts), fastest, or quality")
-    quality: Quality = setting("balanced", "refinement passes per draft token: fast, balanced or best")
-    latency_budget_s: float = setting(
+    policy: Policy = option("design", "design (AR for completions, diffusion for drafts), fastest, or quality")
+    quality: Quality = option("balanced", "refinement passes per draft token: fast, balanced or best")
+    latency_budget_s: float = option(
         20.0,
         "a draft estimated slower than this on diffusion goes to AR when AR is faster; 0 is no budget",
         at_least(0.0),
@@ -113,29 +113,29 @@ class RouterSection:
 
 @dataclass(frozen=True)
 class UiSection:
-    autocomplete: bool = setting(True, "show ghost-text completions while typing")
-    debounce_ms: int = setting(200, "pause after a keystroke before a completion is asked for", between(0, 2000))
-    suggestion_tokens: int = setting(24, "longest ghost-text suggestion, in tokens", between(1, 256))
-    max_chars_right_of_cursor: int = setting(
+    autocomplete: bool = option(True, "show ghost-text completions while typing")
+    debounce_ms: int = option(200, "pause after a keystroke before a completion is asked for", between(0, 2000))
+    suggestion_tokens: int = option(24, "longest ghost-text suggestion, in tokens", between(1, 256))
+    max_chars_right_of_cursor: int = option(
         8, "no automatic suggestion when more characters than this follow the cursor on its line", at_least(0)
     )
-    autosave_s: float = setting(5.0, "seconds between autosaves of the open document", between(0.5, 600.0))
+    autosave_s: float = option(5.0, "seconds between autosaves of the open document", between(0.5, 600.0))
 
 
 @dataclass(frozen=True)
 class KeysSection:
-    accept_suggestion: str = setting("tab", "accept the whole suggestion", not_empty)
-    accept_word: str = setting("ctrl+right", "accept the next word of the suggestion", not_empty)
-    dismiss: str = setting("escape", "dismiss the suggestion, or cancel a draft", not_empty)
-    toggle_autocomplete: str = setting("ctrl+t", "turn ghost-text autocomplete on or off", not_empty)
-    draft: str = setting("ctrl+d", "draft text at the cursor", not_empty)
-    rewrite: str = setting("ctrl+r", "rewrite the selection", not_empty)
-    accept_draft: str = setting("ctrl+enter,ctrl+y", "insert the finished draft", not_empty)
-    playback: str = setting("f5", "play back the last draft's refinement", not_empty)
-    save: str = setting("ctrl+s", "save the document", not_empty)
-    models: str = setting("f2", "show the models and switch between them", not_empty)
-    help: str = setting("f1", "show the keys", not_empty)
-    quit: str = setting("ctrl+q", "save an autosave and quit", not_empty)
+    accept_suggestion: str = option("tab", "accept the whole suggestion", not_empty)
+    accept_word: str = option("ctrl+right", "accept the next word of the suggestion", not_empty)
+    dismiss: str = option("escape", "dismiss the suggestion, or cancel a draft", not_empty)
+    toggle_autocomplete: str = option("ctrl+t", "turn ghost-text autocomplete on or off", not_empty)
+    draft: str = option("ctrl+d", "draft text at the cursor", not_empty)
+    rewrite: str = option("ctrl+r", "rewrite the selection", not_empty)
+    accept_draft: str = option("ctrl+enter,ctrl+y", "insert the finished draft", not_empty)
+    playback: str = option("f5", "play back the last draft's refinement", not_empty)
+    save: str = option("ctrl+s", "save the document", not_empty)
+    models: str = option("f2", "show the models and switch between them", not_empty)
+    help: str = option("f1", "show the keys", not_empty)
+    quit: str = option("ctrl+q", "save an autosave and quit", not_empty)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from app.paths import SharpenPaths
 from engines.diffusion.llama_backend import check_diffusion_gguf
 from models.catalogue import CatalogueEntry, ResolvedModel, catalogue, resolve_model
 from models.errors import ModelError, UnknownModel, UnsupportedModel
-from models.fit import FitVerdict, check_fit, require_disk, require_fit, this_machine
+from models.fit import FitVerdict, Machine, check_fit, require_disk, require_fit, this_machine
 from models.gguf_info import inspect_gguf
 from models.hf_checkpoint import inspect_checkpoint, is_checkpoint_folder
 from models.hub import HubSettings, ProgressCallback, PullError, PullResult, cached_path, pull, remove
@@ -97,7 +97,7 @@ class ModelManager:
         models = self._config().models
         return tuple(role for role in ROLES if getattr(models, role) == name)
 
-    def status(self, entry: CatalogueEntry) -> ModelStatus:
+    def status(self, entry: CatalogueEntry, machine: Machine) -> ModelStatus:
         try:
             path: Path | None = resolve_model(entry.name, {entry.name: entry}).path
         except ModelError:
@@ -108,16 +108,17 @@ class ModelManager:
             path=path,
             size_bytes=size_on_disk(path) if present and path else None,
             in_use_for=self.in_use_for(entry.name),
-            fit=check_fit(entry, this_machine()),
+            fit=check_fit(entry, machine),
         )
 
-    def list(self) -> list[ModelStatus]:
-        return [self.status(entry) for entry in self.catalogue().values()]
+    def statuses(self) -> list[ModelStatus]:
+        machine = this_machine()  # asks nvidia-smi: once per listing
+        return [self.status(entry, machine) for entry in self.catalogue().values()]
 
     def info(self, name: str) -> dict[str, object]:
         """Everything known about one catalogue model: the entry, where it is, whether it fits, and what
         the file itself says if it is present."""
-        status = self.status(self.entry(name))
+        status = self.status(self.entry(name), this_machine())
         info: dict[str, object] = {
             key: value for key, value in asdict(status.entry).items() if key != "name" and value not in ("", 0, 0.0)
         }

@@ -19,7 +19,7 @@ from engines.diffusion.settings import DiffusionSettings
 from engines.diffusion.trace import Trace, TraceHeader
 from engines.events import DiffusionStats, Done, Event, Pass
 from engines.llama_ar import LlamaAREngine
-from router.request import EngineName, Policy, Quality, Route
+from router.request import EngineName, Kind, Policy, Quality, Route
 
 DraftKind = Literal["draft", "infill"]
 
@@ -50,7 +50,7 @@ class DraftRequest:
         return self.prompt if self.kind == "draft" else f"{self.prompt}\u2026{self.after}"
 
 
-# Opens the engine's stream: returns the events and, for diffusion, the engine that yields them.
+# Opens the engine's stream: returns the events and the engine that yields them.
 Opener = Callable[[], tuple[Iterator[Event], "LlamaAREngine | DiffusionEngine"]]
 
 
@@ -62,9 +62,9 @@ class Reply:
         route: Route,
         opener: Opener,
         *,
+        kind: Kind,
         tokens: int,
         settings: DiffusionSettings | None = None,
-        kind: str = "draft",
         prompt: str = "",
     ) -> None:
         self.route = route

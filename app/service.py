@@ -17,7 +17,7 @@ from app.model_manager import ModelManager
 from app.paths import SharpenPaths, sharpen_paths
 from app.reply import DraftRequest, Opener, Reply
 from engines.cancel import CancelToken
-from engines.diffusion.backend import DraftBackend
+from engines.diffusion.backend import TextDiffusionBackend
 from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
 from engines.diffusion.settings import DiffusionSettings
@@ -218,7 +218,7 @@ class SharpenService:
                 self._diffusion_engine = DiffusionEngine(LlamaDiffusionBackend(model.path, settings), model.name)
             return self._diffusion_engine
 
-    def _torch_backend(self, model: ResolvedModel) -> DraftBackend:
+    def _torch_backend(self, model: ResolvedModel) -> TextDiffusionBackend:
         folder = model.path
         # Imported here: torch is an optional extra, and everything else in Sharpen runs without it.
         try:

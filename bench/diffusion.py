@@ -190,10 +190,11 @@ class _AgreementProbe:
         self.agreeing = self.compared = 0
         self.mask_token_id, self.eos_token_ids = cached.mask_token_id, cached.eos_token_ids
         self.vocab_size, self.context_length = cached.vocab_size, cached.context_length
+        self.uses_prefix_cache = cached.uses_prefix_cache
         self.piece, self.decode = cached.piece, cached.decode
 
-    def reset(self) -> None:
-        self.cached.reset()
+    def reset(self, cache: bool = True) -> None:
+        self.cached.reset(cache)
 
     def logits(self, sequence: np.ndarray, start: int, end: int, stable: int) -> np.ndarray:
         answer = self.cached.logits(sequence, start, end, stable)
@@ -224,7 +225,8 @@ def torch_caches() -> None:
         long_prompt = n_ctx >= 1024
         prompt = full.tokenize(document, add_bos=True)[:200] if long_prompt else full.instruction_tokens(INSTRUCTION)
         print(
-            f"\n4. Torch backend, {label}, {full.description}, {torch.get_num_threads()} threads: "
+            f"\n4. Torch backend, {label}, {full.device.type} {full.loaded.dtype}, "
+            f"{torch.get_num_threads()} threads: "
             f"prompt {len(prompt)}, N=256, blocks of 32, K=64"
         )
         runs = {

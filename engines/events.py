@@ -93,6 +93,10 @@ class DiffusionStats:
     finish_reason: FinishReason
     # Time the draft gave way to completions between passes (ghost text runs first).
     waited_s: float = 0.0
+    # Steps of Dream's schedule that committed nothing, so ran no forward pass (0-based, in step order).
+    skipped_steps: tuple[int, ...] = ()
+    # Why a backend that keeps a cache computed every pass in full ("" when it used it, or has none).
+    uncached_because: str = ""
 
     @property
     def ms_per_pass(self) -> float:
@@ -112,6 +116,8 @@ class DiffusionStats:
             "finish_reason": self.finish_reason,
             "tokens": {"prompt": self.prompt_tokens, "canvas": self.canvas_tokens, "generated": self.generated_tokens},
             "passes": self.passes,
+            "skipped_steps": list(self.skipped_steps),
+            "uncached_because": self.uncached_because,
             "timings": {
                 "total_ms": round(self.total_s * 1000, 2),
                 "ms_per_pass": round(self.ms_per_pass, 2),

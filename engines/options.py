@@ -30,10 +30,10 @@ def one_of(*choices: str) -> Check:
     return lambda v: None if v in choices else f"must be one of {', '.join(choices)}"
 
 
-def option(default: Any, help: str, check: Check | None = None, *, off: Any = None) -> Any:
+def option(default: Any, help: str, check: Check | None = None, *, off: Any = None, metavar: str = "") -> Any:
     """A dataclass field that is a user option. `off` is how a config file or a flag spells a default of
-    None (TOML has no null): `threshold = 0` is "no threshold"."""
-    return field(default=default, metadata={"help": help, "check": check, "off": off})
+    None (TOML has no null): `threshold = 0` is "no threshold". `metavar` names the value in a flag's help."""
+    return field(default=default, metadata={"help": help, "check": check, "off": off, "metavar": metavar})
 
 
 def options(cls: type) -> list[dataclasses.Field[Any]]:

@@ -45,6 +45,10 @@ class TransformerSpec:
     mask_token_id: int
     context_length: int
     eos_token_ids: tuple[int, ...] = ()
+    # LLaDA's input_emb_norm multiplies the embeddings by sqrt(width); its scale_logits divides the logits
+    # by sqrt(width). Both are off in the released checkpoints.
+    embedding_scale: float = 1.0
+    logit_scale: float = 1.0
 
     @property
     def head_dim(self) -> int:
@@ -146,6 +150,40 @@ def _architecture(config: dict[str, Any]) -> str | None:
     return None
 
 
+# Every key of the authors' config classes (LLaDA's ModelConfig, Dream's DreamConfig) that changes what
+# the model computes, with the values Sharpen computes. A checkpoint with another value is refused, naming
+# the key, never loaded wrong. Keys only for training or other runtimes (dropouts, init_*, flash
+# attention, use_cache, block_group_size, precision) change nothing at inference and are not listed.
+LLADA_MUST_BE: dict[str, tuple[Any, ...]] = {
+    "block_type": ("llama",),
+    "layer_norm_type": ("rms",),
+    "activation_type": ("swiglu",),
+    "include_bias": (False,),  # biases on every projection and norm: not implemented
+    "bias_for_layer_norm": (None, False),
+    "layer_norm_with_affine": (True,),
+    "attention_layer_norm": (False,),  # a norm on queries and keys: not implemented
+    "alibi": (False,),
+    "rope": (True,),
+    "multi_query_attention": (None, False),
+}
+DREAM_MUST_BE: dict[str, tuple[Any, ...]] = {
+    "hidden_act": ("silu",),
+    "rope_scaling": (None,),
+    "use_sliding_window": (False,),
+}
+
+
+def _refuse_unsupported(config: dict[str, Any], path: Path, must_be: dict[str, tuple[Any, ...]]) -> None:
+    for key, allowed in must_be.items():
+        if key in config and config[key] not in allowed:
+            raise UnsupportedModel(
+                path,
+                f"sets {key} = {json.dumps(config[key])} in config.json, which Sharpen's torch backend does not "
+                f"compute (it computes {key} = {json.dumps(allowed[-1])})",
+                "Use a GGUF of the model, or a checkpoint without that switch.",
+            )
+
+
 def spec_from_config(config: dict[str, Any], path: Path) -> TransformerSpec:
     architecture = _architecture(config)
     if architecture is None:
@@ -156,27 +194,32 @@ def spec_from_config(config: dict[str, Any], path: Path) -> TransformerSpec:
             "The torch backend serves LLaDA and Dream checkpoints; other diffusion models need a GGUF.",
         )
     if architecture == "llada":
+        _refuse_unsupported(config, path, LLADA_MUST_BE)
         heads = int(_require(config, path, "n_heads"))
+        width = int(_require(config, path, "d_model"))
         spec = TransformerSpec(
             architecture="llada",
             vocab_size=int(_require(config, path, "embedding_size", "vocab_size")),
-            width=int(_require(config, path, "d_model")),
+            width=width,
             layers=int(_require(config, path, "n_layers")),
             heads=heads,
             kv_heads=int(config.get("n_kv_heads") or heads),
-            ffn=int(_require(config, path, "mlp_hidden_size")),
+            ffn=int(
+                config.get("mlp_hidden_size") or width * int(_require(config, path, "mlp_hidden_size", "mlp_ratio"))
+            ),
             rope_theta=float(config.get("rope_theta", 10000.0)),
             norm_eps=float(config.get("rms_norm_eps", 1e-5)),
-            qkv_bias=bool(config.get("include_bias") or config.get("include_qkv_bias")),
+            qkv_bias=bool(config.get("include_qkv_bias")),
             tied_output=bool(config.get("weight_tying", False)),
             shift_logits=False,
             mask_token_id=int(config.get("mask_token_id", 126336)),
             context_length=int(config.get("max_sequence_length", 4096)),
             eos_token_ids=_as_ids(config.get("eos_token_id")),
+            embedding_scale=width**0.5 if config.get("input_emb_norm") else 1.0,
+            logit_scale=1 / width**0.5 if config.get("scale_logits") else 1.0,
         )
-        if str(config.get("block_type", "llama")) != "llama" or str(config.get("layer_norm_type", "rms")) != "rms":
-            raise UnsupportedModel(path, "is a LLaDA variant Sharpen does not implement", "Only llama-type blocks.")
     else:
+        _refuse_unsupported(config, path, DREAM_MUST_BE)
         heads = int(_require(config, path, "num_attention_heads"))
         spec = TransformerSpec(
             architecture="dream",

@@ -135,6 +135,8 @@ class DiffusionTransformer(nn.Module):
         keys and values. With `context` (batch 1), every layer also attends to those earlier-computed keys
         and values."""
         x = self.embed(tokens)
+        if self.spec.embedding_scale != 1.0:
+            x = x * self.spec.embedding_scale
         cos, sin = self.rotary.tables(positions, x.dtype)
         cos, sin = cos.to(x.device), sin.to(x.device)
         computed: list[LayerKV] = []
@@ -148,5 +150,7 @@ class DiffusionTransformer(nn.Module):
         normed = self.norm(hidden)
         if self.spec.tied_output:
             weight = self.embed.weight
-            return F.linear(normed.to(device=weight.device, dtype=weight.dtype), weight)
-        return self.output(normed)
+            logits = F.linear(normed.to(device=weight.device, dtype=weight.dtype), weight)
+        else:
+            logits = self.output(normed)
+        return logits * self.spec.logit_scale if self.spec.logit_scale != 1.0 else logits

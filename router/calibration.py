@@ -87,16 +87,18 @@ def calibrate_diffusion(
             backend.logits(sequence, len(prompt), len(sequence), 0)
             points.append((len(sequence), time.perf_counter() - start))
     base, per_position = _fit_line(points)
-    # The user's own settings, with their threshold or Fast-dLLM's 0.9, over the whole canvas.
-    measured = replace(settings, threshold=settings.threshold or THRESHOLD, stop_at_eos=False)
+    # A draft as the user's settings run it, with their threshold or Fast-dLLM's 0.9: passes per token
+    # of the text it wrote (it stops at end-of-text, as drafts do).
+    measured = replace(settings, threshold=settings.threshold or THRESHOLD)
     progress(0.9, f"diffusion: passes under threshold {measured.threshold}")
     stats = _done(engine.draft(INSTRUCTION, sizes.threshold_tokens, measured)).stats
     assert isinstance(stats, DiffusionStats)
+    passes_per_token = min(1.0, stats.passes / max(1, stats.generated_tokens))
     return DiffusionCosts(
         model=engine.model_name,
         pass_base_s=base,
         pass_s_per_position=per_position,
-        threshold_passes_per_token=stats.passes / sizes.threshold_tokens,
+        threshold_passes_per_token=passes_per_token,
         prefix_cache=backend.uses_prefix_cache,
     )
 

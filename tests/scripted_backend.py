@@ -33,13 +33,14 @@ class ScriptedBackend:
     eos_token_ids: frozenset[int] = frozenset({EOS})
     vocab_size: int = VOCAB
     context_length: int = 4096
+    uses_prefix_cache: bool = False
     calls: list[Call] = field(default_factory=list)
 
     def logits(self, sequence: np.ndarray, start: int, end: int, stable: int) -> np.ndarray:
         self.calls.append(Call(sequence.copy(), start, end, stable))
         return np.asarray(self.script(sequence, start, end), dtype=np.float32)
 
-    def reset(self) -> None:
+    def reset(self, cache: bool = True) -> None:
         self.calls.clear()
 
     def piece(self, token_id: int) -> str:

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
+from textual.message import Message
 from textual.widgets import Label
 
 from app.reply import Reply
@@ -21,7 +22,6 @@ from app.service import SharpenError
 from engines.cancel import CancelToken
 from engines.diffusion.trace import Trace
 from engines.events import DiffusionStats, Done, Pass, Token
-from ui.messages import DraftFailed, DraftFinished, DraftPass, DraftText
 from ui.refinement import RefinementView
 
 DraftState = Literal["refining", "ready", "cancelled", "failed"]
@@ -50,6 +50,38 @@ class DraftRun:
     @property
     def passes(self) -> list[Pass]:
         return self.reply.passes
+
+
+# The worker's messages name their run, so a late message from a replaced draft is dropped.
+
+
+@dataclass
+class PassReady(Message):
+    """A new pass is ready (the newest one is in the reply's pass list when this is handled)."""
+
+    run: DraftRun
+
+
+@dataclass
+class TextStreamed(Message):
+    """Text streamed by the AR engine when the router sends a draft there."""
+
+    run: DraftRun
+    text: str
+    tokens: int
+    elapsed_s: float
+
+
+@dataclass
+class Finished(Message):
+    run: DraftRun
+    done: Done
+
+
+@dataclass
+class Failed(Message):
+    run: DraftRun
+    error: str
 
 
 class DraftPanel(Vertical):
@@ -110,14 +142,14 @@ class DraftPanel(Vertical):
                 if isinstance(event, Pass):
                     if not run.frame_queued:
                         run.frame_queued = True
-                        self.post_message(DraftPass())
+                        self.post_message(PassReady(run))
                 elif isinstance(event, Token):
                     text, count = text + event.text, count + 1
-                    self.post_message(DraftText(text, count, run.reply.elapsed_s))
+                    self.post_message(TextStreamed(run, text, count, run.reply.elapsed_s))
                 else:
-                    self.post_message(DraftFinished(event))
+                    self.post_message(Finished(run, event))
         except SharpenError as error:
-            self.post_message(DraftFailed(str(error)))
+            self.post_message(Failed(run, str(error)))
 
     def cancel(self) -> bool:
         """Esc: stop a refining draft, or close a finished one. False if there is no draft."""
@@ -144,10 +176,10 @@ class DraftPanel(Vertical):
 
     # ----- the worker's messages -----------------------------------------------------------------
 
-    @on(DraftPass)
-    def _show_pass(self, _message: DraftPass) -> None:
-        run = self.run
-        if run is None:
+    @on(PassReady)
+    def _show_pass(self, message: PassReady) -> None:
+        run = message.run
+        if run is not self.run:
             return
         run.frame_queued = False
         event = run.passes[-1]
@@ -160,9 +192,9 @@ class DraftPanel(Vertical):
             tokens_per_s=settled / event.elapsed_s if event.elapsed_s > 0 else 0.0,
         )
 
-    @on(DraftText)
-    def _show_text(self, message: DraftText) -> None:
-        if self.run is None:
+    @on(TextStreamed)
+    def _show_text(self, message: TextStreamed) -> None:
+        if message.run is not self.run:
             return
         self.view.streamed = message.text
         self.report(
@@ -171,10 +203,10 @@ class DraftPanel(Vertical):
             tokens_per_s=message.tokens / message.elapsed_s if message.elapsed_s > 0 else 0.0,
         )
 
-    @on(DraftFinished)
-    def _finish(self, message: DraftFinished) -> None:
-        run = self.run
-        if run is None:
+    @on(Finished)
+    def _finish(self, message: Finished) -> None:
+        run = message.run
+        if run is not self.run:
             return
         run.done = message.done
         if run.passes:
@@ -202,12 +234,13 @@ class DraftPanel(Vertical):
             **report,
         )
 
-    @on(DraftFailed)
-    def _fail(self, message: DraftFailed) -> None:
+    @on(Failed)
+    def _fail(self, message: Failed) -> None:
         self.notify(message.error, severity="error", timeout=10)
+        if message.run is not self.run:
+            return
+        message.run.state = "failed"
         self.hint("failed · esc closes")
-        if self.run is not None:
-            self.run.state = "failed"
         self.report(state="draft failed")
 
     # ----- drawing -------------------------------------------------------------------------------

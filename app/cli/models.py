@@ -10,6 +10,7 @@ from pathlib import Path
 
 from app.cli.common import Command, gb, service
 from app.config import set_value
+from app.model_manager import ROLES
 from models.gguf_info import inspect_gguf
 from models.hf_checkpoint import inspect_checkpoint
 from models.hub import PullProgress
@@ -31,7 +32,7 @@ def models_arguments(parser: argparse.ArgumentParser) -> None:
     info.add_argument("--json", action="store_true")
     use = actions.add_parser("use", help="serve a role with a model (validated first)")
     use.add_argument("name")
-    use.add_argument("--for", dest="role", required=True, choices=("draft", "complete"))
+    use.add_argument("--for", dest="role", required=True, choices=ROLES)
     use.add_argument("--force", action="store_true", help="use it even if it does not fit this machine")
 
 
@@ -41,7 +42,7 @@ def models(args: argparse.Namespace) -> int:
 
 
 def list_models(args: argparse.Namespace) -> int:
-    statuses = service().models.list()
+    statuses = service().models.statuses()
     if args.json:
         print(json.dumps([status.as_json() for status in statuses], indent=2))
         return 0

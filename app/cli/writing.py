@@ -71,6 +71,8 @@ def print_reply(reply: Reply, args: argparse.Namespace) -> int:
             f"({stats.ms_per_pass:.0f} ms/pass, {stats.tokens_per_s:.1f} tokens/s), {stats.finish_reason}",
             file=sys.stderr,
         )
+    if stats.uncached_because and not as_json:
+        print(f"sharpen: note: every pass ran in full: {stats.uncached_because}", file=sys.stderr)
     if trace_error is not None:
         raise trace_error
     return 0
@@ -123,16 +125,19 @@ def chat(args: argparse.Namespace) -> int:
 def draft_options(parser: argparse.ArgumentParser) -> None:
     """The flags of `draft` and `infill`: one per DiffusionSettings option, then the routing flags."""
     parser.add_argument(
-        "--tokens", type=setting_flag("diffusion.tokens"), metavar="N", help="draft length in tokens (diffusion.tokens)"
+        "--tokens",
+        type=setting_flag("diffusion.tokens"),
+        metavar="N",
+        help="draft length in tokens (config: diffusion.tokens)",
     )
     hints = typing.get_type_hints(DiffusionSettings)
     for item in options(DiffusionSettings):
         flag, key = "--" + item.name.replace("_", "-"), f"diffusion.{item.name}"
-        help = f"{item.metadata['help']} ({key})"
+        help = f"{item.metadata['help']} (config: {key})".replace("%", "%%")
         if typing.get_origin(hints[item.name]) is typing.Literal:
             parser.add_argument(flag, choices=typing.get_args(hints[item.name]), help=help)
         else:
-            parser.add_argument(flag, type=setting_flag(key), help=help.replace("%", "%%"))
+            parser.add_argument(flag, type=setting_flag(key), metavar=item.metadata["metavar"] or None, help=help)
     parser.add_argument("--trace", metavar="FILE", help="save every refinement pass to FILE (JSON Lines)")
     parser.add_argument("--stream", action="store_true", help="print the settled start of the draft as it grows")
     parser.add_argument("--json", action="store_true", help="print the text, passes and timings as JSON")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -16,6 +15,9 @@ class DiffusionBackend(Protocol):
     eos_token_ids: frozenset[int]
     vocab_size: int
     context_length: int
+    # Whether passes reuse stored keys and values for the positions before the window (a Fast-dLLM prefix
+    # or dual cache): the router's cost model then charges a pass for the window on, not the whole sequence.
+    uses_prefix_cache: bool
 
     def logits(self, sequence: np.ndarray, start: int, end: int, stable: int) -> np.ndarray:
         """Float32 logits (end - start, vocab): the model's prediction for each position in [start, end).
@@ -25,8 +27,10 @@ class DiffusionBackend(Protocol):
         """
         ...
 
-    def reset(self) -> None:
-        """Forget any cache: a new generation starts."""
+    def reset(self, cache: bool = True) -> None:
+        """Forget any cache: a new generation starts. `cache` False: this generation's schedule has no point
+        where a cache could be brought up to date (Dream's timestep schedule refines the whole canvas to
+        the end), so every pass is computed in full."""
         ...
 
     def piece(self, token_id: int) -> str:
@@ -36,19 +40,10 @@ class DiffusionBackend(Protocol):
     def decode(self, tokens: Sequence[int]) -> str: ...
 
 
-class DraftBackend(DiffusionBackend, Protocol):
+class TextDiffusionBackend(DiffusionBackend, Protocol):
     """A DiffusionBackend that also turns text into prompts: what the engine drives."""
 
     backend: str
-    model_path: Path
-    # Whether passes reuse stored keys and values for the positions before the window (a Fast-dLLM prefix
-    # or dual cache): the router's cost model then charges a pass for the window on, not the whole sequence.
-    uses_prefix_cache: bool
-
-    @property
-    def description(self) -> str:
-        """Where and how the model runs, for the status bar ("llama.cpp cpu", "torch cuda bf16 nf4")."""
-        ...
 
     def tokenize(self, text: str, *, add_bos: bool, special: bool = False) -> list[int]: ...
 

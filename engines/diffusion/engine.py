@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from engines.cancel import CancelToken
-from engines.diffusion.backend import DraftBackend
+from engines.diffusion.backend import TextDiffusionBackend
 from engines.diffusion.sampler import DiffusionSampler
 from engines.diffusion.settings import DiffusionSettings
 from engines.errors import EmptyPromptError, PromptTooLongError
@@ -23,7 +23,7 @@ class DraftPrompt:
 
 
 class DiffusionEngine:
-    def __init__(self, backend: DraftBackend, model_name: str) -> None:
+    def __init__(self, backend: TextDiffusionBackend, model_name: str) -> None:
         self.backend = backend
         self.model_name = model_name
         self.sampler = DiffusionSampler(backend)

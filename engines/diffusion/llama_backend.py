@@ -21,7 +21,7 @@ from llama_cpp import _internals
 
 from engines.chat_template import render_instruction
 from engines.errors import EngineError
-from engines.llama_load import ContextShape, gpu_offload_available, open_llama, use_threads
+from engines.llama_load import ContextShape, open_llama, use_threads
 from engines.threads import threads_for
 from models.errors import UnsupportedModel
 from models.gguf_info import GGUFInfo, inspect_gguf
@@ -73,10 +73,7 @@ class LlamaDiffusionBackend:
         self.uses_prefix_cache = self.settings.cache and self._ctx.memory is not None
         self._batch = _internals.LlamaBatch(n_tokens=self.context_length, embd=0, n_seq_max=1, verbose=False)
         self._cached: list[int] = []
-
-    @property
-    def description(self) -> str:
-        return "gpu" if self.settings.n_gpu_layers != 0 and gpu_offload_available() else "cpu"
+        self._caching = self.uses_prefix_cache
 
     # ----- loading -------------------------------------------------------------------------------
 
@@ -124,8 +121,9 @@ class LlamaDiffusionBackend:
 
     # ----- logits --------------------------------------------------------------------------------
 
-    def reset(self) -> None:
+    def reset(self, cache: bool = True) -> None:
         self._cached = []
+        self._caching = cache and self.uses_prefix_cache
         self._ctx.kv_cache_clear()
 
     def logits(self, sequence: np.ndarray, start: int, end: int, stable: int) -> np.ndarray:
@@ -138,7 +136,7 @@ class LlamaDiffusionBackend:
             raise EngineError("a model that shifts its logits needs at least one token before the canvas")
         tokens = [int(t) for t in sequence]
         use_threads(self._llama, threads_for(self.settings.n_threads, background=True))
-        if not self.uses_prefix_cache:
+        if not self._caching:
             self._ctx.kv_cache_clear()
             return self._decode(tokens, 0, first_row, end - self.shift)
         keep = max(0, min(stable, first_row))

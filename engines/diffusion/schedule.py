@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+
+import numpy as np
+
 
 def even_split(masked: int, steps: int) -> list[int]:
     """LLaDA's get_num_transfer_tokens: `masked` commits over `steps` passes, the remainder first."""
@@ -14,14 +18,31 @@ def block_commits(masked_now: int, step: int, steps: int) -> int:
     return even_split(masked_now, max(1, steps - step))[0]
 
 
-def timestep_share(step: int, steps: int, eps: float) -> float:
+@functools.cache
+def dream_timesteps(steps: int, eps: float) -> np.ndarray:
+    """Dream's t for each step: torch.linspace(1, eps, steps + 1) in float32, as torch's scalar kernel
+    computes it (the first half counted up from 1, the second down from eps). The float32 rounding is
+    Dream's own: where m * (1 - s/t) lands on a whole number, it decides the count."""
+    n = steps + 1
+    start, end = np.float32(1.0), np.float32(eps)
+    stride = (end - start) / np.float32(n - 1)
+    index = np.arange(n)
+    up = start + stride * index.astype(np.float32)
+    down = end - stride * (n - 1 - index).astype(np.float32)
+    return np.where(index < n // 2, up, down).astype(np.float32)
+
+
+def timestep_share(step: int, steps: int, eps: float) -> np.float32:
     """Dream's schedule: t runs from 1 to eps in `steps` steps; a step unmasks the share 1 - s/t of the
     masks (all of them at the last step). The "origin" algorithm takes it as each mask's chance."""
     if step >= steps - 1:
-        return 1.0
-    t, s = (1 - k * (1 - eps) / steps for k in (step, step + 1))
-    return 1 - s / t
+        return np.float32(1.0)
+    t, s = dream_timesteps(steps, eps)[step : step + 2]
+    return np.float32(1.0) - s / t
 
 
 def timestep_commits(masked_now: int, step: int, steps: int, eps: float) -> int:
-    return int(masked_now * timestep_share(step, steps, eps))
+    """int(m * (1 - s/t)) in float32, as Dream counts; 0 at some steps (then nothing is committed)."""
+    if step >= steps - 1:
+        return masked_now
+    return int(np.float32(masked_now) * timestep_share(step, steps, eps))

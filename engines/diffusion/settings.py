@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from engines.errors import InvalidRequestError
-from engines.options import at_least, between, from_options, option
+from engines.options import at_least, between, from_options, option, options
 
 Algorithm = Literal["confidence", "margin", "entropy", "random", "origin"]
 Schedule = Literal["blocks", "timestep"]
@@ -31,13 +31,23 @@ class DiffusionSettings:
     follows the text and `steps` is ignored.
     """
 
-    steps: int = option(64, "refinement passes K for fixed-step decoding", at_least(1))
+    # In the order traces and `--json` have always listed them.
+    steps: int = option(64, "refinement passes K for fixed-step decoding", at_least(1), metavar="K")
     schedule: Schedule = option("blocks", "blocks (LLaDA, semi-autoregressive) or timestep (Dream)")
-    block_length: int = option(32, "block length for the blocks schedule", at_least(1))
-    threshold: float | None = option(
-        None, "commit every position at least this confident per pass; 0 is off", between(0.0, 1.0), off=0.0
-    )
+    block_length: int = option(32, "block length for the blocks schedule", at_least(1), metavar="B")
+    eps: float = 1e-3
     algorithm: Algorithm = option("confidence", "which masked positions to commit first")
+    threshold: float | None = option(
+        None,
+        "commit every position at least this confident per pass; 0 is off",
+        between(0.0, 1.0),
+        off=0.0,
+        metavar="T",
+    )
+    temperature: float = option(0.0, "sampling temperature; 0 is greedy", between(0.0, 2.0))
+    top_k: int = option(0, "sample among the k most likely tokens; 0 is off", at_least(0))
+    top_p: float = option(1.0, "sample within this probability mass; 1 is off", between(0.01, 1.0))
+    seed: int = option(0, "random seed; the same seed repeats a draft exactly", at_least(0))
     # Where end-of-text may be committed. "free": like any token (LLaDA's reference). "last": ranked after
     # every other proposal. "in_order": only at the first masked position, so the draft ends where its
     # text has reached: a model that is surest of the padding at the canvas's end cannot commit it
@@ -54,12 +64,8 @@ class DiffusionSettings:
         3,
         "with fixed steps, a pass settles no two positions this close unless too few far-apart masks remain; 0 is off",
         between(0, 64),
+        metavar="D",
     )
-    temperature: float = option(0.0, "sampling temperature; 0 is greedy", between(0.0, 2.0))
-    top_k: int = option(0, "sample among the k most likely tokens; 0 is off", at_least(0))
-    top_p: float = option(1.0, "sample within this probability mass; 1 is off", between(0.01, 1.0))
-    seed: int = option(0, "random seed; the same seed repeats a draft exactly", at_least(0))
-    eps: float = 1e-3
     # Stop as soon as the settled text reaches an end-of-text token (LLaDA's reference code always
     # runs every step instead; benchmarks that measure a fixed amount of work turn this off).
     stop_at_eos: bool = True
@@ -73,11 +79,14 @@ class DiffusionSettings:
 
     @classmethod
     def taken_from(cls, source: Any, **overrides: Any) -> DiffusionSettings:
-        """These settings copied by name from `source` (the config's [diffusion] section), then the
-        overrides that are not None; an override spelt as an option's `off` value turns it off."""
-        values = {item.name: getattr(source, item.name) for item in dataclasses.fields(cls)}
+        """The options copied by name from `source` (the config's [diffusion] section), then the overrides
+        that are not None; an override spelt as an option's `off` value turns it off."""
+        unknown = set(overrides) - {item.name for item in dataclasses.fields(cls)}
+        if unknown:
+            raise TypeError(f"no such draft settings: {', '.join(sorted(unknown))}")
+        values = {item.name: getattr(source, item.name) for item in options(cls)}
         values |= {name: value for name, value in overrides.items() if value is not None}
-        return cls(**{item.name: from_options(values[item.name], item) for item in dataclasses.fields(cls)})
+        return cls(**{name: from_options(value, cls.__dataclass_fields__[name]) for name, value in values.items()})
 
     def checked(self, canvas_length: int) -> DiffusionSettings:
         """Return self if it can run on a canvas of this length, else raise InvalidRequestError."""

@@ -157,7 +157,7 @@ def _footer(number: int, record: dict[str, Any], source: str) -> tuple[str, Diff
     where = f"{source}: line {number}"
     stats = _require(record, "stats", dict, where)
     try:
-        parsed = DiffusionStats(**stats)
+        parsed = DiffusionStats(**{**stats, "skipped_steps": tuple(stats.get("skipped_steps", ()))})
     except TypeError:
         raise TraceError(f"{where}: the footer's stats do not match this version's fields") from None
     return _require(record, "text", str, where), parsed, _require(record, "pieces", dict, where)

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from fixture_checkpoints import MASK_ID, export_gguf, hf_name, random_weights, write_checkpoint
+from fixture_checkpoints import MASK_ID, WIDTH, export_gguf, hf_name, llada_config, random_weights, write_checkpoint
 from safetensors.numpy import load_file
 
-from engines.diffusion.backend import DraftBackend
+from engines.diffusion.backend import TextDiffusionBackend
 from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.hf.backend import TorchDiffusionBackend, TorchDiffusionSettings
 from engines.diffusion.hf.loading import TorchLoadSettings, TorchSetupError
@@ -33,7 +33,9 @@ def torch_backend(folder: Path, cache: str = "none", quantization: str = "none")
     return TorchDiffusionBackend(folder, TorchDiffusionSettings(load=load, cache=cache, n_ctx=512))
 
 
-def draft(backend: DraftBackend, length: int = 48, settings: DiffusionSettings = GREEDY) -> tuple[Done, list[Pass]]:
+def draft(
+    backend: TextDiffusionBackend, length: int = 48, settings: DiffusionSettings = GREEDY
+) -> tuple[Done, list[Pass]]:
     events = list(DiffusionEngine(backend, "test").draft(INSTRUCTION, length, settings))
     done = events[-1]
     assert isinstance(done, Done)
@@ -126,13 +128,12 @@ class AgreementProbe:
         self.vocab_size, self.context_length = cached.vocab_size, cached.context_length
         self.backend, self.model_path = cached.backend, cached.model_path
         self.uses_prefix_cache = cached.uses_prefix_cache
-        self.description = cached.description
         self.instruction_tokens, self.tokenize = cached.instruction_tokens, cached.tokenize
         self.piece, self.decode = cached.piece, cached.decode
 
-    def reset(self) -> None:
-        self.cached.reset()
-        self.full.reset()
+    def reset(self, cache: bool = True) -> None:
+        self.cached.reset(cache)
+        self.full.reset(cache)
 
     def logits(self, sequence: np.ndarray, start: int, end: int, stable: int) -> np.ndarray:
         answer = self.cached.logits(sequence, start, end, stable)
@@ -229,3 +230,37 @@ def test_the_base_install_paths_stay_torch_free(llada_checkpoint: Path) -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[2])
     assert result.returncode == 0, result.stderr
+
+
+def test_llada_scale_switches_compute_what_they_mean(tmp_path: Path) -> None:
+    weights = random_weights("llada")
+    plain = torch_backend(write_checkpoint(tmp_path / "plain", "llada", weights=weights))
+    sequence, offset = masked_sequence(plain, 16)
+    expected = plain.logits(sequence, offset, len(sequence), 0)
+    # scale_logits: the same logits divided by sqrt(d_model).
+    config = llada_config(scale_logits=True)
+    scaled = torch_backend(write_checkpoint(tmp_path / "scaled", "llada", weights=weights, config=config))
+    np.testing.assert_allclose(scaled.logits(sequence, offset, len(sequence), 0), expected / WIDTH**0.5, rtol=1e-5)
+    # input_emb_norm: embeddings times sqrt(d_model), the same as storing them that much larger.
+    smaller = {**weights, "embed.weight": weights["embed.weight"] / WIDTH**0.5}
+    config = llada_config(input_emb_norm=True)
+    normed = torch_backend(write_checkpoint(tmp_path / "normed", "llada", weights=smaller, config=config))
+    np.testing.assert_allclose(normed.logits(sequence, offset, len(sequence), 0), expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("cache", ["prefix", "dual"])
+def test_under_dreams_schedule_the_cache_is_off_and_the_draft_exact(dream_checkpoint: Path, cache: str) -> None:
+    # Measured before this rule, on this tiny Dream: a prompt cached once and never refreshed left 39% of
+    # the final positions as the exact sampler has them; refreshing every 2 passes 75%, every 4 48%.
+    settings = DiffusionSettings.reference(schedule="timestep", steps=24, stop_at_eos=False)
+    exact_done, exact = draft(torch_backend(dream_checkpoint), 24, settings)
+    backend = torch_backend(dream_checkpoint, cache=cache)
+    done, passes = draft(backend, 24, settings)
+    assert [p.canvas for p in passes] == [p.canvas for p in exact] and done.text == exact_done.text
+    assert backend.cached_passes == 0 and backend.full_passes == len(passes)
+    assert isinstance(done.stats, DiffusionStats) and "timestep schedule" in done.stats.uncached_because
+    assert isinstance(exact_done.stats, DiffusionStats) and exact_done.stats.uncached_because == ""
+    # The blocks schedule still uses it.
+    blocks_done, _ = draft(backend, 24, GREEDY)
+    assert backend.cached_passes > 0 and isinstance(blocks_done.stats, DiffusionStats)
+    assert blocks_done.stats.uncached_because == ""

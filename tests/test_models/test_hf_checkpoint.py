@@ -148,3 +148,36 @@ def test_gpu_placement_fills_the_gpu_in_order_and_offloads_the_rest() -> None:
     with pytest.raises(ModelDoesNotFit, match="not even the embeddings"):
         place_on_gpu(sizes, "cuda:0", int(0.5 * GIB), offload=True)
     assert split_by_budget([("a", 5), ("b", 5), ("c", 1)], 6, "cuda:0") == {"a": "cuda:0", "b": "cpu", "c": "cpu"}
+
+
+@pytest.mark.parametrize(
+    ("architecture", "switch", "value"),
+    [
+        ("llada", "include_bias", True),
+        ("llada", "bias_for_layer_norm", True),
+        ("llada", "layer_norm_with_affine", False),
+        ("llada", "attention_layer_norm", True),
+        ("llada", "alibi", True),
+        ("llada", "rope", False),
+        ("llada", "activation_type", "gelu"),
+        ("llada", "multi_query_attention", True),
+        ("llada", "block_type", "sequential"),
+        ("llada", "layer_norm_type", "default"),
+        ("dream", "hidden_act", "gelu"),
+        ("dream", "rope_scaling", {"type": "linear", "factor": 2.0}),
+        ("dream", "use_sliding_window", True),
+    ],
+)
+def test_a_switch_sharpen_does_not_compute_is_refused_by_name(
+    tmp_path: Path, architecture: str, switch: str, value: object
+) -> None:
+    config = (llada_config if architecture == "llada" else dream_config)(**{switch: value})
+    with pytest.raises(UnsupportedModel, match=rf"sets {switch} = .*does not compute"):
+        spec_from_config(config, tmp_path)
+
+
+def test_the_released_switches_load() -> None:
+    spec = spec_from_config({**LLADA_8B, "rope": True, "alibi": False, "scale_logits": False}, Path("x"))
+    assert spec.embedding_scale == 1.0 == spec.logit_scale and not spec.qkv_bias
+    scaled = spec_from_config({**LLADA_8B, "input_emb_norm": True, "scale_logits": True}, Path("x"))
+    assert scaled.embedding_scale == pytest.approx(64.0) and scaled.logit_scale == pytest.approx(1 / 64)

@@ -168,8 +168,11 @@ def test_a_checkpoint_pull_takes_weights_config_and_tokenizer_but_no_code(
     assert sorted(p.name for p in result.path.iterdir()) == sorted(p.name for p in llada_checkpoint.iterdir())
     assert result.verified_files == len(list(llada_checkpoint.iterdir()))
     assert main(["models", "use", "tiny-llada", "--for", "draft"]) == 0
+    from engines.diffusion.hf.backend import TorchDiffusionBackend
+
     engine = service().diffusion_engine()
-    assert engine.backend.backend == "torch" and "nf4" in engine.backend.description  # the entry's quantization
+    assert isinstance(engine.backend, TorchDiffusionBackend)
+    assert engine.backend.backend == "torch" and engine.backend.loaded.quantization == "nf4"  # the entry's
     assert service().models.pull("tiny-llada", offline=True).path == result.path
     capsys.readouterr()
     assert main(["models", "rm", "tiny-llada"]) != 0

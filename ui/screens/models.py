@@ -45,7 +45,7 @@ class ModelsScreen(ModalScreen[tuple[str, str] | None]):
     def __init__(self, service: SharpenService) -> None:
         super().__init__()
         self.service = service
-        self.models = service.models.list()
+        self.models = service.models.statuses()
         self.pulling: str | None = None
         self._last_percent = -1
 
@@ -142,7 +142,7 @@ class ModelsScreen(ModalScreen[tuple[str, str] | None]):
         assert message.result is not None
         fetched = "downloaded" if message.result.downloaded_files else "already in the cache"
         status.update(f"{message.name}: {fetched}, verified — press c or d to use it")
-        self.models = self.service.models.list()
+        self.models = self.service.models.statuses()
         self._fill()
 
     def action_close(self) -> None:

@@ -72,6 +72,7 @@ class TorchDiffusionBackend:
         self.uses_prefix_cache = self.settings.cache != "none"
         cpu_load()  # starts sampling other work's load before the first draft
         self._window: _Window | None = None
+        self._caching = self.uses_prefix_cache
         self.full_passes = 0
         self.cached_passes = 0
 
@@ -82,11 +83,6 @@ class TorchDiffusionBackend:
         except (OSError, json.JSONDecodeError, AttributeError):
             return []
         return [int(v) for v in (value if isinstance(value, list) else [value]) if v is not None]
-
-    @property
-    def description(self) -> str:
-        quantization = "" if self.loaded.quantization == "none" else f" {self.loaded.quantization}"
-        return f"torch {self.device.type} {str(self.loaded.dtype).removeprefix('torch.')}{quantization}"
 
     # ----- text ----------------------------------------------------------------------------------
 
@@ -104,8 +100,9 @@ class TorchDiffusionBackend:
 
     # ----- logits --------------------------------------------------------------------------------
 
-    def reset(self) -> None:
+    def reset(self, cache: bool = True) -> None:
         self._window = None
+        self._caching = cache and self.settings.cache != "none"
         # torch's thread count is the process's: chosen per draft, as llama.cpp's is per pass.
         threads = threads_for(self.settings.threads, background=True)
         if threads != torch.get_num_threads():
@@ -121,7 +118,7 @@ class TorchDiffusionBackend:
             raise EngineError("a model that shifts its logits needs at least one token before the canvas")
         last_row = end - self.shift
         tokens = np.asarray(sequence, dtype=np.int64)
-        if self.settings.cache == "none":
+        if not self._caching:
             hidden, _ = self._run(tokens, 0, length, None)
             self.full_passes += 1
             return self._rows(hidden[:, first_row:last_row])

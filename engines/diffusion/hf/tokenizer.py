@@ -1,8 +1,9 @@
 """A checkpoint's own tokenizer and chat template, through the `tokenizers` library (no remote code).
 
 tokenizer.json is used where the checkpoint has one. Qwen-style checkpoints that ship only vocab.json
-and merges.txt (Dream) get the byte-level BPE those files define, with Qwen2's pre-tokenizer split,
-plus the added tokens listed in tokenizer_config.json.
+and merges.txt (Dream) get the byte-level BPE those files define, with Qwen2's NFC normalisation and
+pre-tokenizer split, plus the added tokens listed in tokenizer_config.json. A tokenizer.json carries its
+own normaliser (Qwen2's: NFC; LLaDA's: none), which `tokenizers` applies as the reference does.
 """
 
 from __future__ import annotations
@@ -62,10 +63,12 @@ class CheckpointTokenizer:
         self.chat_template: str | None = template if isinstance(template, str) else None
 
     def _byte_level_bpe(self, folder: Path) -> Any:
-        from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+        from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
         model = models.BPE.from_file(str(folder / "vocab.json"), str(folder / "merges.txt"))
         tokenizer = Tokenizer(model)
+        # Qwen2's tokenizer (and Dream's) composes text to NFC first: "e" + U+0301 reads as "é".
+        tokenizer.normalizer = normalizers.NFC()
         tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
             [
                 pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated"),
