@@ -179,7 +179,14 @@ def check_model(service: SharpenService, role: str, name: str) -> Finding:
         return Finding(check, "fail" if role == "complete" else "warn", str(error), _use_default(role))
     path = model.path
     size = size_on_disk(path)
-    facts = {"name": model.name, "path": str(path), "bytes": size}
+    facts: dict[str, object] = {"name": model.name, "path": str(path), "bytes": size}
+    if role == "draft" and path.is_file():
+        served = service.models.served_file(path, write=False)
+        facts["prefix_cache"] = served.cached
+        if served.note:
+            facts["served"] = served.note
+        if not served.cached:
+            return Finding(check, "warn", f"{model.name}: {served.note}", "", facts)
     machine = this_machine()
     if model.entry is not None:
         verdict = check_fit(model.entry, machine)

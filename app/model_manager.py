@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -11,13 +12,23 @@ from app.config import Config, ConfigError, read_raw, user_catalogue
 from app.paths import SharpenPaths
 from engines.diffusion.llama_backend import check_diffusion_gguf
 from models.catalogue import CatalogueEntry, ResolvedModel, catalogue, resolve_model
-from models.errors import ModelError, UnknownModel, UnsupportedModel
+from models.errors import ModelError, ModelFileError, UnknownModel, UnsupportedModel
 from models.fit import FitVerdict, Machine, check_fit, require_disk, require_fit, this_machine
 from models.gguf_info import inspect_gguf
+from models.gguf_twin import TwinError, TwinProgress, current_twin, twin_architecture, why_no_twin, write_twin
 from models.hf_checkpoint import inspect_checkpoint, is_checkpoint_folder
 from models.hub import HubSettings, ProgressCallback, PullError, PullResult, cached_path, pull, remove
 
 ROLES = ("complete", "draft")
+
+
+@dataclass(frozen=True)
+class ServedFile:
+    """The file a diffusion GGUF is served from, and whether a prefix cache can run on it and why not."""
+
+    path: Path
+    cached: bool
+    note: str
 
 
 def size_on_disk(path: Path) -> int:
@@ -125,12 +136,13 @@ class ModelManager:
         info |= {"name": name, "present": status.present, "path": str(status.path) if status.path else None}
         info |= {"in_use_for": list(status.in_use_for), "fits": status.fit.fits, "fit": status.fit.reason}
         if status.present and status.path is not None:
-            details = (
-                inspect_checkpoint(status.path).summary()
-                if is_checkpoint_folder(status.path)
-                else inspect_gguf(status.path).summary()
-            )
-            info["file"] = details
+            if is_checkpoint_folder(status.path):
+                info["file"] = inspect_checkpoint(status.path).summary()
+            else:
+                info["file"] = inspect_gguf(status.path).summary()
+                if status.entry.role == "draft":
+                    served = self.served_file(status.path, write=False)
+                    info["prefix_cache"] = ("yes; " if served.cached else "no; ") + (served.note or "the file has one")
         return info
 
     def check(self, role: str, name: str, *, fit: bool = True) -> ResolvedModel:
@@ -156,9 +168,16 @@ class ModelManager:
         return model
 
     def pull(
-        self, name: str, *, offline: bool = False, force: bool = False, progress: ProgressCallback | None = None
+        self,
+        name: str,
+        *,
+        offline: bool = False,
+        force: bool = False,
+        progress: ProgressCallback | None = None,
+        twin_progress: TwinProgress | None = None,
     ) -> PullResult:
-        """Download a catalogue model into the Hugging Face cache (after the fit and disk checks)."""
+        """Download a catalogue model into the Hugging Face cache (after the fit and disk checks); a diffusion
+        GGUF's cacheable twin is written next, into Sharpen's data dir (the HF cache is left as it is)."""
         entry = self.entry(name)
         settings = HubSettings.from_environment(offline=offline)
         if not entry.is_hub:
@@ -169,7 +188,11 @@ class ModelManager:
             self.require_fit(entry, action=f"download {name}", override="`--force` downloads it anyway.")
             if not settings.offline:
                 require_disk(entry, settings.cache_dir, override="`--force` downloads it anyway.")
-        return pull(entry, settings=settings, progress=progress)
+        result = pull(entry, settings=settings, progress=progress)
+        if entry.role == "draft" and entry.format == "gguf" and result.path.is_file():
+            with contextlib.suppress(ModelFileError):  # a file llama.cpp cannot read says so when it is used
+                self.served_file(result.path, progress=twin_progress)
+        return result
 
     def remove(self, name: str) -> int:
         """Delete a pulled model from the Hugging Face cache; the bytes freed."""
@@ -181,6 +204,33 @@ class ModelManager:
                 f"(`sharpen models use OTHER --for {in_use[0]}`)"
             )
         return remove(entry)
+
+    @property
+    def twins_dir(self) -> Path:
+        return self.paths.data_dir / "twins"
+
+    def served_file(self, path: Path, *, write: bool = True, progress: TwinProgress | None = None) -> ServedFile:
+        """What a draft GGUF runs from: itself if llama.cpp keeps a KV cache for it; for llama.cpp's diffusion
+        architectures (no KV cache) its cacheable twin in the data dir, written here if `write` (once per
+        version of the source); the native file with full re-decoding where there is no twin."""
+        info = inspect_gguf(path)
+        if not info.is_llama_cpp_diffusion:
+            return ServedFile(path, info.is_cacheable_diffusion, "")
+        twin = twin_architecture(info.architecture)
+        if twin is None:
+            return ServedFile(
+                path, False, f"every pass re-decodes the whole sequence: {why_no_twin(info.architecture)}"
+            )
+        existing = current_twin(path, self.twins_dir)
+        if existing is None and not write:
+            return ServedFile(
+                path, True, f"served as its causal twin ({twin}) with a prefix cache; written on first use"
+            )
+        try:
+            served = existing or write_twin(path, self.twins_dir, progress)
+        except TwinError as error:
+            return ServedFile(path, False, f"every pass re-decodes the whole sequence: {error.problem}")
+        return ServedFile(served, True, f"served as its causal twin ({twin}) with a prefix cache: {served}")
 
     def require_fit(self, entry: CatalogueEntry, *, action: str, override: str) -> None:
         if entry.needs_ram_gib or entry.needs_vram_gib:

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from engines.diffusion.engine import DiffusionEngine
+from engines.diffusion.schedule import timestep_passes
 from engines.diffusion.settings import DiffusionSettings
 from engines.diffusion.trace import Trace, TraceHeader
 from engines.events import DiffusionStats, Done, Event, Pass
@@ -119,9 +120,14 @@ class Reply:
     @property
     def planned_passes(self) -> int | None:
         """The passes a fixed-step diffusion draft will take; None if the text decides (AR, a threshold)."""
-        if self.settings is None or self.settings.threshold is not None:
+        settings = self.settings
+        if settings is None or settings.threshold is not None:
             return None
-        return self.settings.steps
+        if settings.schedule == "timestep":
+            return (
+                None if settings.algorithm == "origin" else timestep_passes(self.tokens, settings.steps, settings.eps)
+            )
+        return settings.steps
 
     def trace(self) -> Trace | None:
         """The refinement trace of a finished (or cancelled) diffusion draft; None for AR or before the end."""

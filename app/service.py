@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from app.atomic import write_atomic
-from app.config import Config, ConfigError, load_config, set_value
+from app.config import Config, ConfigError, DiffusionSection, load_config, read_raw, set_value
 from app.model_manager import ModelManager
 from app.paths import SharpenPaths, sharpen_paths
 from app.reply import DraftRequest, Opener, Reply
@@ -26,13 +26,16 @@ from engines.errors import EngineError
 from engines.events import Event
 from engines.llama_ar import LlamaAREngine, LlamaSettings, TrimPolicy
 from engines.llama_load import gpu_offload_available
+from engines.options import options
+from engines.threads import available_cores
 from models.catalogue import ResolvedModel
 from models.errors import ModelError, UnsupportedModel
-from models.hf_checkpoint import is_checkpoint_folder
-from router.calibration import CalibrationSizes, Progress, calibrate
+from models.gguf_info import inspect_gguf
+from models.hf_checkpoint import inspect_checkpoint, is_checkpoint_folder
+from router.calibration import QUICK, CalibrationCancelled, CalibrationSizes, Progress, calibrate
 from router.cost import DiffusionPlan
 from router.policy import NoEngineAvailable, decide
-from router.profile import CostProfile, DeviceClass, load_profile, save_profile
+from router.profile import CostProfile, DeviceClass, ModelSize, estimate_profile, load_profile, save_profile
 from router.request import EngineName, Policy, Request, Route, approximate_tokens
 
 
@@ -170,8 +173,38 @@ class SharpenService:
         return open_stream
 
     def draft_settings(self, **overrides: Any) -> DiffusionSettings:
-        """The configured draft settings, with any non-None overrides (from the command line) applied."""
-        return DiffusionSettings.taken_from(self.config.diffusion, **overrides)
+        """The draft settings: the draft model's own defaults from its catalogue entry where the user set
+        none in config.toml, then the configured ones, then any non-None overrides (the command line's)."""
+        section = self.config.diffusion
+        model_defaults = self._model_decoding()
+        chosen = {name: value for name, value in model_defaults.items() if name not in self._diffusion_set_by_user()}
+        return DiffusionSettings.taken_from(replace(section, **chosen), **overrides)
+
+    def _model_decoding(self) -> dict[str, Any]:
+        name = self.config.models.draft.strip()
+        entry = self.models.catalogue().get(name) if name else None
+        if entry is None:
+            return {}
+        decoding: dict[str, Any] = {}
+        if entry.decoding_threshold:
+            decoding["threshold"] = entry.decoding_threshold
+        if entry.decoding_block_length:
+            decoding["block_length"] = entry.decoding_block_length
+        return decoding
+
+    def _diffusion_set_by_user(self) -> set[str]:
+        """[diffusion] options the user chose: written in config.toml, or (a config built in code) not the default."""
+        try:
+            written = set(read_raw(self.paths.config_file).get("diffusion", {}))
+        except ConfigError:
+            written = set()
+        defaults = DiffusionSection()
+        changed = {
+            item.name
+            for item in options(DiffusionSettings)
+            if getattr(self.config.diffusion, item.name) != getattr(defaults, item.name)
+        }
+        return written | changed
 
     @staticmethod
     def routed_settings(route: Route, settings: DiffusionSettings) -> DiffusionSettings:
@@ -215,7 +248,9 @@ class SharpenService:
                     n_gpu_layers=self.config.ar.n_gpu_layers,
                     cache=section.prefix_cache,
                 )
-                self._diffusion_engine = DiffusionEngine(LlamaDiffusionBackend(model.path, settings), model.name)
+                served = self.models.served_file(model.path) if section.prefix_cache else None
+                backend = LlamaDiffusionBackend(served.path if served else model.path, settings)
+                self._diffusion_engine = DiffusionEngine(backend, model.name)
             return self._diffusion_engine
 
     def _torch_backend(self, model: ResolvedModel) -> TextDiffusionBackend:
@@ -253,8 +288,47 @@ class SharpenService:
         return "gpu" if gpu_offload_available() and self.config.ar.n_gpu_layers != 0 else "cpu"
 
     def cost_profile(self) -> tuple[CostProfile, str | None]:
-        """The calibration profile (or defaults), and a warning if a saved one could not be used."""
-        return load_profile(self.profile_path, self.device_class())
+        """The costs the router uses, and a warning if a saved profile could not be used. Each engine's costs
+        are the ones measured for the configured model; a model never measured (none saved, or the role's
+        model changed since) gets costs estimated from its size."""
+        saved, warning = load_profile(self.profile_path, self.device_class())
+        estimate = estimate_profile(
+            self.device_class(), available_cores(), self.model_size("complete"), self.model_size("draft")
+        )
+        ar = saved.ar if saved.calibrated and saved.ar.model == estimate.ar.model else estimate.ar
+        diffusion = estimate.diffusion
+        if saved.calibrated and saved.diffusion.model == estimate.diffusion.model:
+            diffusion = saved.diffusion
+        return replace(saved, ar=ar, diffusion=diffusion), warning
+
+    def calibrate_quickly(self, cancel: CancelToken) -> bool:
+        """A short calibration (seconds on a small model); False if it was cancelled first."""
+        try:
+            self.calibrate(QUICK, lambda _fraction, _label: None, cancel)
+        except CalibrationCancelled:
+            return False
+        return True
+
+    def needs_calibration(self) -> bool:
+        """Whether the draft model's costs are only estimated (a quick calibration would measure them)."""
+        return "diffusion" in self.present_engines() and not self.cost_profile()[0].diffusion.measured
+
+    def model_size(self, role: str) -> ModelSize | None:
+        """The configured model's size, for cost estimates; None if it is missing or unreadable."""
+        name = getattr(self.config.models, role).strip()
+        if not name:
+            return None
+        try:
+            model = self.models.resolve(name)
+            if is_checkpoint_folder(model.path):
+                checkpoint = inspect_checkpoint(model.path)
+                return ModelSize(model.name, checkpoint.parameter_count, checkpoint.size_bytes, role == "draft")
+            info = inspect_gguf(model.path)
+            cached = role == "draft" and self.config.diffusion.prefix_cache
+            cached = cached and self.models.served_file(model.path, write=False).cached
+            return ModelSize(model.name, info.n_parameters, info.file_size, cached)
+        except ModelError:
+            return None
 
     def present_engines(self) -> dict[EngineName, str]:
         """Engine -> model name, for the engines whose model file is present."""
@@ -290,11 +364,11 @@ class SharpenService:
         except NoEngineAvailable as error:
             raise RoutingError(str(error)) from None
 
-    def calibrate(self, sizes: CalibrationSizes, progress: Progress) -> CostProfile:
+    def calibrate(self, sizes: CalibrationSizes, progress: Progress, cancel: CancelToken | None = None) -> CostProfile:
         present = self.present_engines()
         ar = self.ar_engine() if "ar" in present else None
         diffusion = self.diffusion_engine() if "diffusion" in present else None
-        profile = calibrate(self.device_class(), ar, diffusion, sizes, progress, self.draft_settings())
+        profile = calibrate(self.device_class(), ar, diffusion, sizes, progress, self.draft_settings(), cancel)
         try:
             save_profile(profile, self.profile_path, write_atomic)
         except OSError as error:

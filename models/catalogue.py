@@ -47,6 +47,10 @@ class CatalogueEntry:
     needs_ram_gib: float = 0.0
     needs_vram_gib: float = 0.0
     description: str = ""
+    # The model's own draft defaults, where the user set none: Fast-dLLM's threshold 0.9 with blocks of 32
+    # for real instruct models (0 and 0: the built-in defaults, fixed steps with spacing).
+    decoding_threshold: float = 0.0
+    decoding_block_length: int = 0
     builtin: bool = True
 
     @property

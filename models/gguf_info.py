@@ -42,6 +42,8 @@ class GGUFInfo:
     # that omit the key mean "shift", as llama.cpp's diffusion example reads them.
     shift_logits: bool
     causal_attention: bool | None
+    # The tokenizer's pre-tokenizer ("qwen2" for Dream): Qwen2's tokenizer composes text to NFC first.
+    tokenizer_pre: str | None = None
 
     @property
     def is_llama_cpp_diffusion(self) -> bool:
@@ -125,6 +127,7 @@ def info_from_header(header: GGUFHeader) -> GGUFInfo:
         mask_token_id=_int_or_none(meta.get("tokenizer.ggml.mask_token_id")),
         shift_logits=True if shift is None else bool(shift),
         causal_attention=None if causal is None else bool(causal),
+        tokenizer_pre=meta.get("tokenizer.ggml.pre") or None,
     )
 
 

@@ -49,6 +49,8 @@ class TransformerSpec:
     # by sqrt(width). Both are off in the released checkpoints.
     embedding_scale: float = 1.0
     logit_scale: float = 1.0
+    # LLaDA's rope_full_precision: queries and keys rotated in fp32 whatever the compute dtype.
+    rope_fp32: bool = False
 
     @property
     def head_dim(self) -> int:
@@ -157,7 +159,7 @@ def _architecture(config: dict[str, Any]) -> str | None:
 LLADA_MUST_BE: dict[str, tuple[Any, ...]] = {
     "block_type": ("llama",),
     "layer_norm_type": ("rms",),
-    "activation_type": ("swiglu",),
+    "activation_type": ("silu",),  # the llama block's act(ff_proj(x)) * up_proj(x), as LLaDA-8B ships
     "include_bias": (False,),  # biases on every projection and norm: not implemented
     "bias_for_layer_norm": (None, False),
     "layer_norm_with_affine": (True,),
@@ -173,12 +175,34 @@ DREAM_MUST_BE: dict[str, tuple[Any, ...]] = {
 }
 
 
-def _refuse_unsupported(config: dict[str, Any], path: Path, must_be: dict[str, tuple[Any, ...]]) -> None:
+# What LLaDA's ModelConfig assumes for a key config.json leaves out: the reference computes that, so
+# Sharpen reads a missing key as this, not as its own choice.
+LLADA_DEFAULTS: dict[str, Any] = {
+    "block_type": "sequential",
+    "layer_norm_type": "default",
+    "activation_type": "swiglu",
+    "include_bias": False,
+    "bias_for_layer_norm": None,
+    "layer_norm_with_affine": True,
+    "attention_layer_norm": False,
+    "alibi": False,
+    "rope": False,
+    "multi_query_attention": None,
+    "weight_tying": True,
+    "rope_full_precision": True,
+}
+
+
+def _refuse_unsupported(
+    config: dict[str, Any], path: Path, must_be: dict[str, tuple[Any, ...]], defaults: dict[str, Any] | None = None
+) -> None:
     for key, allowed in must_be.items():
-        if key in config and config[key] not in allowed:
+        value = config.get(key, (defaults or {}).get(key, allowed[0]))
+        if value not in allowed:
             raise UnsupportedModel(
                 path,
-                f"sets {key} = {json.dumps(config[key])} in config.json, which Sharpen's torch backend does not "
+                f"sets {key} = {json.dumps(value)} in config.json{'' if key in config else ' (by leaving it out)'}, "
+                "which Sharpen's torch backend does not "
                 f"compute (it computes {key} = {json.dumps(allowed[-1])})",
                 "Use a GGUF of the model, or a checkpoint without that switch.",
             )
@@ -194,7 +218,7 @@ def spec_from_config(config: dict[str, Any], path: Path) -> TransformerSpec:
             "The torch backend serves LLaDA and Dream checkpoints; other diffusion models need a GGUF.",
         )
     if architecture == "llada":
-        _refuse_unsupported(config, path, LLADA_MUST_BE)
+        _refuse_unsupported(config, path, LLADA_MUST_BE, LLADA_DEFAULTS)
         heads = int(_require(config, path, "n_heads"))
         width = int(_require(config, path, "d_model"))
         spec = TransformerSpec(
@@ -210,11 +234,12 @@ def spec_from_config(config: dict[str, Any], path: Path) -> TransformerSpec:
             rope_theta=float(config.get("rope_theta", 10000.0)),
             norm_eps=float(config.get("rms_norm_eps", 1e-5)),
             qkv_bias=bool(config.get("include_qkv_bias")),
-            tied_output=bool(config.get("weight_tying", False)),
+            tied_output=bool(config.get("weight_tying", LLADA_DEFAULTS["weight_tying"])),
             shift_logits=False,
             mask_token_id=int(config.get("mask_token_id", 126336)),
             context_length=int(config.get("max_sequence_length", 4096)),
             eos_token_ids=_as_ids(config.get("eos_token_id")),
+            rope_fp32=bool(config.get("rope_full_precision", LLADA_DEFAULTS["rope_full_precision"])),
             embedding_scale=width**0.5 if config.get("input_emb_norm") else 1.0,
             logit_scale=1 / width**0.5 if config.get("scale_logits") else 1.0,
         )

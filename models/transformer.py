@@ -48,6 +48,10 @@ class RMSNorm(nn.Module):
         return normed.to(x.dtype) * self.weight
 
 
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    return x * cos + rotate_half(x) * sin
+
+
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
@@ -71,6 +75,7 @@ class Attention(nn.Module):
     def __init__(self, spec: TransformerSpec) -> None:
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = spec.heads, spec.kv_heads, spec.head_dim
+        self.rope_fp32 = spec.rope_fp32
         kv_width = spec.kv_heads * spec.head_dim
         self.q = nn.Linear(spec.width, spec.width, bias=spec.qkv_bias)
         self.k = nn.Linear(spec.width, kv_width, bias=spec.qkv_bias)
@@ -84,8 +89,13 @@ class Attention(nn.Module):
         q = self.q(h).view(batch, length, self.heads, self.head_dim).transpose(1, 2)
         k = self.k(h).view(batch, length, self.kv_heads, self.head_dim).transpose(1, 2)
         v = self.v(h).view(batch, length, self.kv_heads, self.head_dim).transpose(1, 2)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
+        if self.rope_fp32:
+            q, k = (
+                rotate(q.float(), cos.float(), sin.float()).to(q.dtype),
+                rotate(k.float(), cos.float(), sin.float()).to(k.dtype),
+            )
+        else:
+            q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         own = LayerKV(k, v)
         if context is not None:
             # Attention has no mask, so where the cached positions sit in the key list does not matter.

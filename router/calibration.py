@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
+from engines.cancel import CancelToken
 from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.settings import DiffusionSettings
 from engines.events import DiffusionStats, Done, Event, GenerationStats
@@ -17,6 +18,11 @@ from engines.llama_ar import LlamaAREngine
 from router.profile import ArCosts, CostProfile, DeviceClass, DiffusionCosts, default_profile
 
 Progress = Callable[[float, str], None]
+
+
+class CalibrationCancelled(Exception):
+    """The calibration was cancelled (a draft started); nothing was saved."""
+
 
 PROMPT_TEXT = (
     "Thank you for the detailed notes from yesterday's planning meeting. I went through the list of open "
@@ -74,6 +80,13 @@ def calibrate_ar(engine: LlamaAREngine, sizes: CalibrationSizes, progress: Progr
 def calibrate_diffusion(
     engine: DiffusionEngine, sizes: CalibrationSizes, progress: Progress, settings: DiffusionSettings
 ) -> DiffusionCosts:
+    with engine.lock:  # a draft waits for the measurement in progress
+        return _measure_diffusion(engine, sizes, progress, settings)
+
+
+def _measure_diffusion(
+    engine: DiffusionEngine, sizes: CalibrationSizes, progress: Progress, settings: DiffusionSettings
+) -> DiffusionCosts:
     backend = engine.backend
     prompt = engine.draft_prompt(INSTRUCTION, max(sizes.canvas_sizes)).prompt
     points: list[tuple[int, float]] = []
@@ -123,16 +136,24 @@ def calibrate(
     sizes: CalibrationSizes = CalibrationSizes(),
     progress: Progress = lambda _f, _s: None,
     settings: DiffusionSettings = DiffusionSettings(),
+    cancel: CancelToken | None = None,
 ) -> CostProfile:
-    """Measure what is installed; an engine without a model keeps the device class's default costs."""
+    """Measure what is installed; an engine without a model keeps the device class's default costs.
+    A cancelled calibration stops at its next measurement with CalibrationCancelled."""
     defaults = default_profile(device)
+
+    def checked(fraction: float, label: str) -> None:
+        if cancel is not None and cancel.cancelled:
+            raise CalibrationCancelled()
+        progress(fraction, label)
+
     profile = CostProfile(
         device=device,
         machine=f"{platform.node()} {platform.machine()} {platform.processor() or ''}".strip(),
         created=datetime.now(UTC).isoformat(timespec="seconds"),
         calibrated=True,
-        ar=calibrate_ar(ar, sizes, progress) if ar else defaults.ar,
-        diffusion=calibrate_diffusion(diffusion, sizes, progress, settings) if diffusion else defaults.diffusion,
+        ar=calibrate_ar(ar, sizes, checked) if ar else defaults.ar,
+        diffusion=calibrate_diffusion(diffusion, sizes, checked, settings) if diffusion else defaults.diffusion,
     )
     progress(1.0, "done")
     return profile

@@ -1,9 +1,9 @@
 """The cost model: seconds for an engine to produce N tokens, from a calibration profile.
 
 AR: prompt evaluation + N x time per token. Diffusion: K(N, settings) passes, each costing a fixed
-part plus a part per position in the decoded window. With a prefix cache and blocks, a pass decodes
-from the current block to the end of the canvas (the prompt and the finished blocks stay cached);
-without one, every pass decodes prompt + canvas + suffix.
+part plus a part per position in the decoded window. With a prefix cache and blocks, each block's first
+pass decodes the whole sequence and its later passes decode from the block to the end of the canvas
+(the prompt and the finished blocks stay cached); without one, every pass decodes prompt + canvas + suffix.
 """
 
 from __future__ import annotations
@@ -12,8 +12,12 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from engines.diffusion.schedule import timestep_passes
+from engines.diffusion.settings import DiffusionSettings
 from router.profile import ArCosts, CostProfile, DiffusionCosts
 from router.request import Estimate
+
+DREAM_EPS = DiffusionSettings().eps
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,8 @@ def passes_for(n: int, plan: DiffusionPlan, costs: DiffusionCosts) -> int:
     n_blocks = math.ceil(n / plan.block_length) if plan.schedule == "blocks" else 1
     if plan.threshold is not None:
         return max(n_blocks, math.ceil(n * costs.threshold_passes_per_token))
+    if plan.schedule == "timestep":
+        return timestep_passes(n, plan.steps, DREAM_EPS)  # steps that commit nothing run no pass
     return max(n_blocks, plan.steps)
 
 
@@ -56,13 +62,17 @@ def estimate_diffusion(
         # from dropping when one more token opens a new block.
         sizes = [min(plan.block_length, n - b * plan.block_length) for b in range(n_blocks)]
         window = suffix_tokens + sum(size * (n - b * plan.block_length) for b, size in enumerate(sizes)) / n
-        # The prompt once, and each block once more when it is finished and joins the cache.
-        cached_s = n_blocks * costs.pass_base_s + costs.pass_s_per_position * (prompt_tokens + n)
-        seconds = passes * pass_seconds(window, costs) + cached_s
+        # Each block's first pass decodes the whole sequence and fills the cache (Fast-dLLM's prefix cache);
+        # its later passes decode from the block on.
+        full = n_blocks * pass_seconds(prompt_tokens + n + suffix_tokens, costs)
+        seconds = full + max(0, passes - n_blocks) * pass_seconds(window, costs)
+        how = "prefix cache"
     else:
         window = prompt_tokens + n + suffix_tokens
         seconds = passes * pass_seconds(window, costs)
-    detail = f"{passes} passes x {pass_seconds(window, costs) * 1000:.0f} ms over ~{window:.0f} positions"
+        how = "every pass re-decodes the whole sequence"
+    ms = pass_seconds(window, costs) * 1000
+    detail = f"{passes} passes x {ms:.0f} ms over ~{window:.0f} positions, {how}"
     return Estimate("diffusion", seconds, detail)
 
 

@@ -22,6 +22,8 @@ class ArCosts:
     model: str = ""
     prompt_tokens_per_s: float = 300.0
     seconds_per_token: float = 0.015
+    # Measured by `sharpen calibrate`, or estimated from the model's size (estimate_profile).
+    measured: bool = True
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,7 @@ class DiffusionCosts:
     # Passes threshold decoding took per draft token (1.0: one pass per token, no parallelism).
     threshold_passes_per_token: float = 1.0
     prefix_cache: bool = False
+    measured: bool = True
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,59 @@ def default_profile(device: DeviceClass) -> CostProfile:
             diffusion=DiffusionCosts(pass_base_s=0.02, pass_s_per_position=0.0001, threshold_passes_per_token=0.5),
         )
     return CostProfile(device="cpu")
+
+
+@dataclass(frozen=True)
+class ModelSize:
+    """What the cost of a model's forward pass follows: its parameters and the bytes of its weights."""
+
+    name: str
+    parameters: int
+    weight_bytes: int
+    # A prefix cache can run on it (llama.cpp keeps a KV cache for the file it is served from).
+    prefix_cache: bool = False
+
+
+# Sustained throughput of a forward pass per CPU core (llama.cpp, quantized weights, AVX2/AVX-512), and
+# the memory bandwidth a pass reads the weights at. Measured on the project's 2-core machines
+# (bench/routing.py prints estimate against measurement); a GPU's are a consumer card's, cautiously.
+CPU_FLOPS_PER_CORE = 30e9
+CPU_BYTES_PER_S = 8e9
+GPU_FLOPS = 15e12
+GPU_BYTES_PER_S = 300e9
+# A pass's fixed cost besides reading the weights: llama.cpp's graph set-up and Sharpen's sampler.
+PASS_OVERHEAD_S = 0.004
+
+
+def estimate_profile(device: DeviceClass, cores: int, ar: ModelSize | None, diffusion: ModelSize | None) -> CostProfile:
+    """Costs before calibration, from the models' sizes: a pass over P positions costs about 2 x parameters
+    x P operations, plus reading the weights once; AR decodes a token by reading the weights."""
+    flops = GPU_FLOPS if device == "gpu" else CPU_FLOPS_PER_CORE * max(1, cores)
+    bandwidth = GPU_BYTES_PER_S if device == "gpu" else CPU_BYTES_PER_S
+    defaults = default_profile(device)
+    ar_costs = (
+        defaults.ar
+        if ar is None
+        else ArCosts(
+            model=ar.name,
+            prompt_tokens_per_s=flops / (2 * ar.parameters),
+            seconds_per_token=ar.weight_bytes / bandwidth + PASS_OVERHEAD_S,
+            measured=False,
+        )
+    )
+    diffusion_costs = (
+        defaults.diffusion
+        if diffusion is None
+        else DiffusionCosts(
+            model=diffusion.name,
+            pass_base_s=diffusion.weight_bytes / bandwidth + PASS_OVERHEAD_S,
+            pass_s_per_position=2 * diffusion.parameters / flops,
+            threshold_passes_per_token=defaults.diffusion.threshold_passes_per_token,
+            prefix_cache=diffusion.prefix_cache,
+            measured=False,
+        )
+    )
+    return CostProfile(device=device, ar=ar_costs, diffusion=diffusion_costs)
 
 
 def render_profile(profile: CostProfile) -> str:

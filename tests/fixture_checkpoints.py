@@ -39,6 +39,8 @@ def llada_config(**overrides: object) -> dict[str, object]:
         "include_qkv_bias": False,
         "weight_tying": False,
         "block_type": "llama",
+        "activation_type": "silu",
+        "rope": True,
         "layer_norm_type": "rms",
         "mask_token_id": MASK_ID,
         "max_sequence_length": 512,

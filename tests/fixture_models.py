@@ -56,6 +56,7 @@ def write_tiny_model(
     tensors: dict[str, np.ndarray] | None = None,
     rope_base: float = 10000.0,
     kv_heads: int = HEADS,
+    experts: tuple[int, int] | None = None,
 ) -> Path:
     """Write a small random-weight model in `arch`'s tensor layout with SmolLM2's tokenizer.
 
@@ -77,6 +78,10 @@ def write_tiny_model(
     writer.add_rope_freq_base(rope_base)
     writer.add_vocab_size(VOCAB)
     writer.add_file_type(0)
+    if experts is not None:
+        writer.add_expert_count(experts[0])
+        writer.add_expert_used_count(experts[1])
+        writer.add_expert_feed_forward_length(FFN // 2)
     if causal is not None:
         writer.add_bool(f"{arch}.attention.causal", causal)
     if shift_logits is not None:
@@ -134,3 +139,46 @@ def _llama_tensors(seed: int, confident_token: int | None) -> dict[str, np.ndarr
             f"{block}.ffn_down.weight": weight(WIDTH, FFN),
         }
     return tensors
+
+
+def moe_tensors(seed: int = 0, experts: int = 4, residual_scale: float = 1.0) -> dict[str, np.ndarray]:
+    """Random weights in the Qwen3-MoE layout (RND1's): per-head query and key norms and `experts`
+    experts of FFN // 2 per layer (GGUF names, numpy shapes as (rows, columns))."""
+    rng = np.random.default_rng(seed)
+    head = WIDTH // HEADS
+
+    def weight(*shape: int) -> np.ndarray:
+        return (rng.standard_normal(shape) * 0.02).astype(np.float32)
+
+    tensors = {
+        "token_embd.weight": weight(VOCAB, WIDTH),
+        "output_norm.weight": np.ones(WIDTH, dtype=np.float32),
+        "output.weight": weight(VOCAB, WIDTH),
+    }
+    for layer in range(LAYERS):
+        block = f"blk.{layer}"
+        tensors |= {
+            f"{block}.attn_norm.weight": np.ones(WIDTH, dtype=np.float32),
+            f"{block}.attn_q.weight": weight(WIDTH, WIDTH),
+            f"{block}.attn_k.weight": weight(WIDTH, WIDTH),
+            f"{block}.attn_v.weight": weight(WIDTH, WIDTH),
+            f"{block}.attn_output.weight": weight(WIDTH, WIDTH) * residual_scale,
+            f"{block}.attn_q_norm.weight": np.ones(head, dtype=np.float32),
+            f"{block}.attn_k_norm.weight": np.ones(head, dtype=np.float32),
+            f"{block}.ffn_norm.weight": np.ones(WIDTH, dtype=np.float32),
+            f"{block}.ffn_gate_inp.weight": weight(experts, WIDTH),
+            f"{block}.ffn_gate_exps.weight": weight(experts, FFN // 2, WIDTH),
+            f"{block}.ffn_up_exps.weight": weight(experts, FFN // 2, WIDTH),
+            f"{block}.ffn_down_exps.weight": weight(experts, WIDTH, FFN // 2) * residual_scale,
+        }
+    return tensors
+
+
+def calm_tensors(seed: int = 0, residual_scale: float = 0.25) -> dict[str, np.ndarray]:
+    """The llama-layout random weights with the attention and FFN outputs scaled down: each position's
+    prediction leans on its own token more than on a random model's chaotic mixing of the others, as a
+    trained model's is steadier than random weights, so comparisons of caches measure the cache."""
+    return {
+        name: array * residual_scale if name.endswith(("attn_output.weight", "ffn_down.weight")) else array
+        for name, array in _llama_tensors(seed, None).items()
+    }

@@ -26,7 +26,7 @@ from app.service import SharpenError, SharpenService
 from engines.cancel import CancelToken
 from engines.diffusion.trace import TraceError, load_trace
 from router.request import approximate_tokens
-from ui.draft_panel import DraftPanel, DraftRun
+from ui.draft_panel import DraftEnded, DraftPanel, DraftRun
 from ui.editor import SharpenEditor
 from ui.messages import SuggestionReady
 from ui.screens.dialogs import DraftAsk, DraftPromptScreen, PathScreen, RecoveryScreen
@@ -51,6 +51,8 @@ APP_KEYS: tuple[tuple[str, str, str, str, bool], ...] = (
 # The editor's own bindings (ui/editor.py) use these ids and keys.
 EDITOR_KEYS = ("accept_suggestion", "accept_word", "dismiss")
 DEFAULT_KEYS = KeysSection()
+# The longest estimated pass (over 256 positions) a calibration runs by itself for: seconds, not minutes.
+QUICK_PASS_LIMIT_S = 1.0
 
 
 class SharpenApp(App[None]):
@@ -75,6 +77,7 @@ class SharpenApp(App[None]):
         self.saved_text = ""
         self.autosaved_text = ""
         self._complete_cancel = CancelToken()
+        self._calibration = CancelToken()
         self._debounce: Timer | None = None
         self._complete_failed = False
 
@@ -191,6 +194,7 @@ class SharpenApp(App[None]):
 
     def on_unmount(self) -> None:
         self._complete_cancel.cancel()
+        self._calibration.cancel()
         # The app is closing: a failed autosave must not turn a clean exit into a traceback.
         with contextlib.suppress(Exception):
             self.autosave()
@@ -269,6 +273,7 @@ class SharpenApp(App[None]):
 
     def start_draft(self, request: DraftRequest, label: str) -> None:
         """Ask the service for the draft and hand its reply to the panel, which refines it in a worker."""
+        self._calibration.cancel()  # a draft comes first; the calibration runs again after it
         cancel = CancelToken()
         try:
             reply = self.service.draft(request, cancel=cancel)
@@ -276,6 +281,29 @@ class SharpenApp(App[None]):
             self.notify(str(error), severity="error", timeout=10)
             return
         self.panel.start(reply, cancel, f"{label} · {reply.tokens} tokens", self.editor.selected_text)
+
+    @on(DraftEnded)
+    def calibrate_in_background(self) -> None:
+        """The first time a draft model is used, measure it in the background (a quick calibration, when a
+        pass is estimated cheap enough to keep it short), so later routes use this machine's own costs."""
+        calibrating = any(worker.group == "calibrate" and worker.is_running for worker in self.workers)
+        if calibrating or not self.service.needs_calibration():
+            return
+        profile, _ = self.service.cost_profile()
+        if profile.diffusion.pass_base_s + 256 * profile.diffusion.pass_s_per_position > QUICK_PASS_LIMIT_S:
+            return  # an 8B model on a CPU: `sharpen calibrate` measures it when the user chooses
+        cancel = CancelToken()
+        self._calibration = cancel
+        self.run_worker(lambda: self._calibrate(cancel), thread=True, group="calibrate", exit_on_error=False)
+
+    def _calibrate(self, cancel: CancelToken) -> None:
+        try:
+            if not self.service.calibrate_quickly(cancel):
+                return  # a draft started first
+        except SharpenError as error:
+            self.call_from_thread(self.notify, f"could not measure this machine: {error}", severity="warning")
+            return
+        self.call_from_thread(self.notify, "measured this machine: routes now use its own costs")
 
     def action_cancel_draft(self) -> None:
         if self.panel.cancel() and self.panel.run is None:

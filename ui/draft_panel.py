@@ -84,6 +84,10 @@ class Failed(Message):
     error: str
 
 
+class DraftEnded(Message):
+    """A draft finished (or was cancelled): the diffusion engine is free again. Bubbles up to the app."""
+
+
 class DraftPanel(Vertical):
     DEFAULT_CSS = """
     DraftPanel { height: 40%; min-height: 6; border: round $accent; display: none; overflow: hidden; }
@@ -226,6 +230,7 @@ class DraftPanel(Vertical):
             run.state = "ready"
             playback = " · f5 plays the passes back" if run.passes else ""
             self.hint(f"ctrl+enter / ctrl+y inserts · esc drops{playback}")
+        self.post_message(DraftEnded())
         self.report(
             state="cancelled" if run.state == "cancelled" else "draft ready",
             tokens=stats.generated_tokens,

@@ -80,6 +80,16 @@ class ProgressLine:
             self.last_decile[event.file] = decile
             print(line, file=sys.stderr, flush=True)
 
+    def twin(self, done: int, total: int) -> None:
+        """Writing a diffusion GGUF's cacheable twin (a copy of its tensors under another architecture)."""
+        share = done / total if total else 1.0
+        line = f"cacheable twin: {share:6.1%} of {gb(total)}"
+        if self.tty:
+            print(f"\r{line}\x1b[K", end="", file=sys.stderr, flush=True)
+        elif self.last_decile.get("twin", -1) < int(share * 10):
+            self.last_decile["twin"] = int(share * 10)
+            print(line, file=sys.stderr, flush=True)
+
     def finish(self) -> None:
         if self.tty:
             print(file=sys.stderr)
@@ -88,7 +98,9 @@ class ProgressLine:
 def pull_model(args: argparse.Namespace) -> int:
     progress = ProgressLine()
     try:
-        result = service().models.pull(args.name, offline=args.offline, force=args.force, progress=progress)
+        result = service().models.pull(
+            args.name, offline=args.offline, force=args.force, progress=progress, twin_progress=progress.twin
+        )
     finally:
         progress.finish()
     fetched = f"downloaded {result.downloaded_files} file(s)" if result.downloaded_files else "already in the cache"

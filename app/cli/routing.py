@@ -65,15 +65,18 @@ def route(args: argparse.Namespace) -> int:
     if warning:
         print(f"sharpen: warning: {warning}", file=sys.stderr)
     if args.json:
-        print(json.dumps(chosen.as_json() | {"calibrated": profile.calibrated}))
+        measured = {"ar": profile.ar.measured, "diffusion": profile.diffusion.measured}
+        print(json.dumps(chosen.as_json() | {"calibrated": profile.calibrated, "measured": measured}))
         return 0
     print(f"{engine_label(chosen.engine)} ({chosen.model}): {chosen.reason}")
     if args.explain:
-        source = f"calibrated {profile.created}" if profile.calibrated else "default costs (run `sharpen calibrate`)"
+        source = f"calibrated {profile.created}" if profile.calibrated else "not calibrated (run `sharpen calibrate`)"
         print(f"  policy {chosen.policy}; costs: {source}")
         for name, estimate in chosen.estimates.items():
             marker = "*" if name == chosen.engine else " "
-            print(f"  {marker} {engine_label(name):9} {estimate.seconds:8.2f} s  {estimate.detail}")
+            costs = profile.ar if name == "ar" else profile.diffusion
+            how = f"measured for {costs.model}" if costs.measured else f"estimated from the size of {costs.model}"
+            print(f"  {marker} {engine_label(name):9} {estimate.seconds:8.2f} s  {estimate.detail} ({how})")
         print(f"  settings: {json.dumps(chosen.settings)}")
     return 0
 

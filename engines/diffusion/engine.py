@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -27,6 +28,9 @@ class DiffusionEngine:
         self.backend = backend
         self.model_name = model_name
         self.sampler = DiffusionSampler(backend)
+        # One user of the backend at a time (a draft, or a calibration in the background): held while a
+        # draft's passes are read. Re-entrant, as a calibration drafts too.
+        self.lock = threading.RLock()
 
     def draft_prompt(self, instruction: str, length: int, *, chat: bool = True) -> DraftPrompt:
         if not instruction.strip():
@@ -59,7 +63,7 @@ class DiffusionEngine:
     ) -> Iterator[Pass | Done]:
         """Draft `length` tokens answering `instruction` (through the chat template unless chat=False)."""
         layout = self.draft_prompt(instruction, length, chat=chat)
-        return self.sampler.generate(layout.prompt, layout.length, settings, cancel=cancel)
+        return self._locked(self.sampler.generate(layout.prompt, layout.length, settings, cancel=cancel))
 
     def infill(
         self,
@@ -72,4 +76,9 @@ class DiffusionEngine:
     ) -> Iterator[Pass | Done]:
         """Write `length` tokens between `before` and `after`, conditioned on both."""
         layout = self.infill_prompt(before, after, length)
-        return self.sampler.generate(layout.prompt, layout.length, settings, suffix=layout.suffix, cancel=cancel)
+        passes = self.sampler.generate(layout.prompt, layout.length, settings, suffix=layout.suffix, cancel=cancel)
+        return self._locked(passes)
+
+    def _locked(self, events: Iterator[Pass | Done]) -> Iterator[Pass | Done]:
+        with self.lock:
+            yield from events

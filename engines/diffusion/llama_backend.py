@@ -11,6 +11,7 @@ reference path (`cache=False`).
 from __future__ import annotations
 
 import ctypes
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +52,11 @@ def check_diffusion_gguf(info: GGUFInfo) -> None:
     )
 
 
+# Tokenizers whose reference composes text to NFC before splitting it (Qwen2's, as Dream uses); llama.cpp
+# does not normalise, so "e" + U+0301 would tokenize unlike "é".
+NFC_PRE_TOKENIZERS = frozenset({"qwen2"})
+
+
 class LlamaDiffusionBackend:
     backend = "llama.cpp"
 
@@ -72,7 +78,11 @@ class LlamaDiffusionBackend:
         )
         self.uses_prefix_cache = self.settings.cache and self._ctx.memory is not None
         self._batch = _internals.LlamaBatch(n_tokens=self.context_length, embd=0, n_seq_max=1, verbose=False)
+        # The tokens before the window whose keys and values the cache holds, and where that window starts.
         self._cached: list[int] = []
+        self._window_start = -1
+        self.full_passes = 0
+        self.cached_passes = 0
         self._caching = self.uses_prefix_cache
 
     # ----- loading -------------------------------------------------------------------------------
@@ -95,6 +105,8 @@ class LlamaDiffusionBackend:
     def tokenize(self, text: str, *, add_bos: bool, special: bool = False) -> list[int]:
         if not text:
             return []
+        if self.gguf.tokenizer_pre in NFC_PRE_TOKENIZERS:
+            text = unicodedata.normalize("NFC", text)
         return self._llama.tokenize(text.encode("utf-8"), add_bos=add_bos, special=special)
 
     def instruction_tokens(self, instruction: str) -> list[int]:
@@ -122,7 +134,7 @@ class LlamaDiffusionBackend:
     # ----- logits --------------------------------------------------------------------------------
 
     def reset(self, cache: bool = True) -> None:
-        self._cached = []
+        self._cached, self._window_start = [], -1
         self._caching = cache and self.uses_prefix_cache
         self._ctx.kv_cache_clear()
 
@@ -139,20 +151,18 @@ class LlamaDiffusionBackend:
         if not self._caching:
             self._ctx.kv_cache_clear()
             return self._decode(tokens, 0, first_row, end - self.shift)
-        keep = max(0, min(stable, first_row))
-        common = 0
-        for cached, token in zip(self._cached, tokens[:keep], strict=False):
-            if cached != token:
-                break
-            common += 1
-        if common < len(self._cached):
-            self._ctx.kv_cache_seq_rm(0, common, -1)
-            self._cached = self._cached[:common]
-        if keep > common:
-            self._decode(tokens[common:keep], common, None, None)
-            self._cached = tokens[:keep]
-        rows = self._decode(tokens[keep:], keep, first_row, end - self.shift)
-        self._ctx.kv_cache_seq_rm(0, keep, -1)
+        if self._window_start != first_row or self._cached != tokens[:first_row]:
+            # A new window (a block starts): a full pass answers this step, and the keys and values it
+            # computed before the window, with the whole sequence in view, are kept for the window's later
+            # passes (Fast-dLLM's prefix cache).
+            self._ctx.kv_cache_clear()
+            rows = self._decode(tokens, 0, first_row, end - self.shift)
+            self._window_start, self._cached = first_row, tokens[:first_row]
+            self.full_passes += 1
+        else:
+            rows = self._decode(tokens[first_row:], first_row, first_row, end - self.shift)
+            self.cached_passes += 1
+        self._ctx.kv_cache_seq_rm(0, first_row, -1)
         return rows
 
     def _decode(self, tokens: list[int], position: int, row_lo: int | None, row_hi: int | None) -> np.ndarray:

@@ -120,9 +120,9 @@ class DiffusionSampler:
                 if cancel.cancelled:
                     finish = "cancelled"
                     break
-                if window.commits_nothing(settings, len(masked)):
-                    # Dream's schedule rounds this step's share down to no position: the canvas stays as
-                    # it was, so the step needs no forward pass.
+                if window.commits_nothing(settings, len(masked), rng):
+                    # Dream's schedule rounds this step's share down to no position (or, under "origin",
+                    # no position's coin came up): the canvas stays as it was, so no forward pass.
                     skipped.append(window.step)
                     window.step += 1
                     continue
@@ -247,18 +247,24 @@ class _Window:
     lo: int
     hi: int
     budget: int  # its passes (ignored under a threshold)
-    step: int = 0  # passes run in it so far
+    step: int = 0  # steps of its schedule taken so far
+    # Under Dream's "origin": which masked positions this step's coins chose (drawn before the pass).
+    coins: np.ndarray | None = None
 
     def commits(self, settings: DiffusionSettings, masked_now: int) -> int:
         if settings.schedule == "timestep":
             return timestep_commits(masked_now, self.step, self.budget, settings.eps)
         return block_commits(masked_now, self.step, self.budget)
 
-    def commits_nothing(self, settings: DiffusionSettings, masked_now: int) -> bool:
-        """Whether this step's count is known, before the forward pass, to be 0 (Dream's schedule only:
-        the blocks schedule commits at least one a pass, a threshold or "origin" decide after it)."""
-        counted = settings.schedule == "timestep" and settings.threshold is None and settings.algorithm != "origin"
-        return counted and self.commits(settings, masked_now) == 0
+    def commits_nothing(self, settings: DiffusionSettings, masked_now: int, rng: np.random.Generator) -> bool:
+        """Whether this step is known, before the forward pass, to commit nothing (Dream's schedule only: the
+        blocks schedule commits at least one a pass, and a threshold decides after it)."""
+        if settings.schedule != "timestep" or settings.threshold is not None:
+            return False
+        if settings.algorithm == "origin":
+            self.coins = np.flatnonzero(rng.random(masked_now) < timestep_share(self.step, self.budget, settings.eps))
+            return not len(self.coins)
+        return self.commits(settings, masked_now) == 0
 
 
 def _choose(settings: DiffusionSettings, ranking: Ranking, window: _Window, rng: np.random.Generator) -> np.ndarray:
@@ -269,9 +275,8 @@ def _choose(settings: DiffusionSettings, ranking: Ranking, window: _Window, rng:
     elif settings.algorithm != "origin":
         chosen = ranking.top(window.commits(settings, n), settings.spacing)
     elif settings.schedule == "timestep":
-        chosen = np.flatnonzero(rng.random(n) < timestep_share(window.step, window.budget, settings.eps))
-        if not len(chosen):
-            return chosen  # as in Dream: a step none of whose positions came up commits nothing
+        assert window.coins is not None, "drawn before the pass (commits_nothing)"
+        chosen = window.coins
     else:
         chosen = np.sort(rng.choice(n, size=window.commits(settings, n), replace=False))
     return ranking.allowed(chosen)

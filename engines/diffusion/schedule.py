@@ -29,7 +29,9 @@ def dream_timesteps(steps: int, eps: float) -> np.ndarray:
     index = np.arange(n)
     up = start + stride * index.astype(np.float32)
     down = end - stride * (n - 1 - index).astype(np.float32)
-    return np.where(index < n // 2, up, down).astype(np.float32)
+    timesteps = np.where(index < n // 2, up, down).astype(np.float32)
+    timesteps.setflags(write=False)  # cached: shared by every caller
+    return timesteps
 
 
 def timestep_share(step: int, steps: int, eps: float) -> np.float32:
@@ -39,6 +41,17 @@ def timestep_share(step: int, steps: int, eps: float) -> np.float32:
         return np.float32(1.0)
     t, s = dream_timesteps(steps, eps)[step : step + 2]
     return np.float32(1.0) - s / t
+
+
+def timestep_passes(canvas: int, steps: int, eps: float) -> int:
+    """Forward passes a Dream draft of `canvas` positions takes in `steps` steps: the steps that commit
+    something (with nothing held back; end-of-text rules and thresholds change it)."""
+    masked, passes = canvas, 0
+    for step in range(steps):
+        count = timestep_commits(masked, step, steps, eps)
+        passes += count > 0
+        masked -= count
+    return passes
 
 
 def timestep_commits(masked_now: int, step: int, steps: int, eps: float) -> int:

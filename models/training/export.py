@@ -110,6 +110,8 @@ def export_checkpoint(state: dict[str, np.ndarray], spec: TransformerSpec, token
         "include_bias": False,
         "weight_tying": True,
         "block_type": "llama",
+        "activation_type": "silu",
+        "rope": True,
         "layer_norm_type": "rms",
         "mask_token_id": ids.mask,
         "eos_token_id": ids.eos,

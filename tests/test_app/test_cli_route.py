@@ -30,10 +30,17 @@ def test_route_without_a_diffusion_model(capsys: pytest.CaptureFixture[str]) -> 
 def test_route_explain_shows_both_estimates(tiny_cacheable_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["config", "set", "models.draft", str(tiny_cacheable_path)]) == 0
     capsys.readouterr()
-    assert main(["route", "--kind", "draft", "--tokens", "200", "--explain", "--budget", "0.001"]) == 0
+    # Before calibration each figure is estimated from its model's size, and says so.
+    assert main(["route", "--kind", "draft", "--tokens", "200", "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"diffusion ({tiny_cacheable_path}): drafts of 200 tokens go to diffusion")
+    assert "(estimated from the size of smollm2-135m-instruct)" in out
+    assert f"(estimated from the size of {tiny_cacheable_path.name})" in out and "settings:" in out
+    # A budget the diffusion estimate breaks sends the draft to AR when AR is faster.
+    assert main(["route", "--kind", "draft", "--tokens", "2000", "--explain", "--budget", "0.001"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("AR (smollm2-135m-instruct): diffusion estimated")
-    assert "breaks the 0.0 s budget" in out and "diffusion" in out and " s  " in out and "settings:" in out
+    assert "breaks the 0.0 s budget" in out and "diffusion" in out and " s  " in out
     route = run_json(capsys, "route", "--kind", "complete", "--tokens", "12", "--json")
     assert route["engine"] == "ar" and set(route["estimates"]) == {"ar", "diffusion"}
     forced = run_json(capsys, "route", "--kind", "complete", "--tokens", "12", "--engine", "diffusion", "--json")

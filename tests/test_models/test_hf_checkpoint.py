@@ -15,7 +15,7 @@ from models.hf_checkpoint import CheckpointError, estimate_memory, inspect_check
 
 GIB = 1024**3
 
-# The real LLaDA-8B-Instruct config.json fields that Sharpen reads.
+# The real LLaDA-8B-Instruct config.json: the fields that change what the model computes.
 LLADA_8B = {
     "architectures": ["LLaDAModelLM"],
     "d_model": 4096,
@@ -30,6 +30,18 @@ LLADA_8B = {
     "include_bias": False,
     "weight_tying": False,
     "block_type": "llama",
+    "layer_norm_type": "rms",
+    "activation_type": "silu",
+    "rope": True,
+    "rope_full_precision": True,
+    "alibi": False,
+    "attention_layer_norm": False,
+    "bias_for_layer_norm": False,
+    "include_qkv_bias": False,
+    "input_emb_norm": False,
+    "scale_logits": False,
+    "multi_query_attention": None,
+    "layer_norm_with_affine": True,
     "mask_token_id": 126336,
     "max_sequence_length": 4096,
 }
@@ -159,7 +171,7 @@ def test_gpu_placement_fills_the_gpu_in_order_and_offloads_the_rest() -> None:
         ("llada", "attention_layer_norm", True),
         ("llada", "alibi", True),
         ("llada", "rope", False),
-        ("llada", "activation_type", "gelu"),
+        ("llada", "activation_type", "swiglu"),
         ("llada", "multi_query_attention", True),
         ("llada", "block_type", "sequential"),
         ("llada", "layer_norm_type", "default"),
@@ -181,3 +193,12 @@ def test_the_released_switches_load() -> None:
     assert spec.embedding_scale == 1.0 == spec.logit_scale and not spec.qkv_bias
     scaled = spec_from_config({**LLADA_8B, "input_emb_norm": True, "scale_logits": True}, Path("x"))
     assert scaled.embedding_scale == pytest.approx(64.0) and scaled.logit_scale == pytest.approx(1 / 64)
+
+
+def test_a_missing_key_means_what_the_reference_assumes(tmp_path: Path) -> None:
+    # LLaDA's ModelConfig defaults rope to False: a config that leaves it out is not a rotary model.
+    config = {key: value for key, value in LLADA_8B.items() if key != "rope"}
+    with pytest.raises(UnsupportedModel, match=r"sets rope = false in config.json \(by leaving it out\)"):
+        spec_from_config(config, tmp_path)
+    untied = {key: value for key, value in LLADA_8B.items() if key != "weight_tying"}
+    assert spec_from_config(untied, tmp_path).tied_output, "weight_tying defaults to true in the reference"

@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 
 from app.atomic import write_atomic
+from engines.cancel import CancelToken
 from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.llama_backend import LlamaDiffusionBackend
 from engines.llama_ar import LlamaAREngine
-from router.calibration import QUICK, calibrate
+from router.calibration import QUICK, CalibrationCancelled, calibrate
 from router.profile import CostProfile, default_profile, load_profile, save_profile
 
 
@@ -65,3 +66,16 @@ def test_a_corrupt_profile_falls_back_to_defaults_with_a_warning(tmp_path: Path,
 
 def test_no_profile_means_defaults_silently(tmp_path: Path) -> None:
     assert load_profile(tmp_path / "none.toml", "cpu") == (default_profile("cpu"), None)
+
+
+def test_a_cancelled_calibration_stops_and_saves_nothing(ar_engine: LlamaAREngine) -> None:
+    cancel = CancelToken()
+    steps: list[str] = []
+
+    def progress(_fraction: float, label: str) -> None:
+        steps.append(label)
+        cancel.cancel()  # as a draft starting does
+
+    with pytest.raises(CalibrationCancelled):
+        calibrate("cpu", ar_engine, None, QUICK, progress, cancel=cancel)
+    assert len(steps) == 1, "it stopped at the next measurement"

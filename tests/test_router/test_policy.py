@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from router.cost import DiffusionPlan, crossover_tokens, estimate_ar, estimate_diffusion, passes_for
 from router.policy import NoEngineAvailable, decide, diffusion_plan
-from router.profile import ArCosts, CostProfile, DiffusionCosts, default_profile
+from router.profile import ArCosts, CostProfile, DiffusionCosts, ModelSize, default_profile, estimate_profile
 from router.request import EngineName, Policy, Quality, Request
 
 BOTH: dict[EngineName, str] = {"ar": "smollm2", "diffusion": "llada"}
@@ -131,3 +131,18 @@ def test_one_more_token_opening_a_block_costs_more_not_less() -> None:
     diff = DiffusionCosts(pass_base_s=0.0, pass_s_per_position=0.01, threshold_passes_per_token=1.0, prefix_cache=True)
     plan = DiffusionPlan(steps=64, block_length=64)
     assert estimate_diffusion(65, 0, 0, plan, diff).seconds > estimate_diffusion(64, 0, 0, plan, diff).seconds
+
+
+def test_before_calibration_costs_follow_the_models_size() -> None:
+    small = ModelSize("small", parameters=10_000_000, weight_bytes=11_000_000, prefix_cache=True)
+    large = ModelSize("large", parameters=8_000_000_000, weight_bytes=4_900_000_000)
+    ar = ModelSize("ar", parameters=135_000_000, weight_bytes=98_000_000)
+    cheap = estimate_profile("cpu", 2, ar, small)
+    dear = estimate_profile("cpu", 2, ar, large)
+    assert not cheap.diffusion.measured and cheap.diffusion.model == "small" and cheap.diffusion.prefix_cache
+    assert dear.diffusion.pass_s_per_position / cheap.diffusion.pass_s_per_position == pytest.approx(800)
+    assert estimate_profile("cpu", 4, ar, small).diffusion.pass_s_per_position < cheap.diffusion.pass_s_per_position
+    plan = DiffusionPlan(steps=64, block_length=32)
+    request = Request("draft", 400, prompt_tokens=32, latency_budget_s=20.0)
+    assert decide(request, cheap, {"ar": "ar", "diffusion": "small"}, plan).engine == "diffusion"
+    assert decide(request, dear, {"ar": "ar", "diffusion": "large"}, plan).engine == "ar"

@@ -167,3 +167,18 @@ async def test_a_finished_draft_is_ready_and_a_cancelled_one_cancelled(
         await pilot.press("escape")
         assert await wait_until(pilot, lambda: app.draft is not None and app.draft.state != "refining")
         assert state(app) == "cancelled"
+
+
+async def test_the_first_draft_measures_the_machine_in_the_background(
+    make_app: AppFactory, tiny_cacheable_path: Path
+) -> None:
+    app = make_app(config=make_config(tiny_cacheable_path, autocomplete=False))
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert app.service.needs_calibration(), "a fresh install has only estimates"
+        app.start_draft(DraftRequest("draft", "Write a note", tokens=48), "Draft")
+        assert await wait_until(pilot, lambda: state(app) == "ready")
+        assert await wait_until(pilot, lambda: not app.service.needs_calibration(), seconds=60)
+        profile, _ = app.service.cost_profile()
+        assert profile.diffusion.measured and profile.diffusion.model == tiny_cacheable_path.name
+        assert app.service.profile_path.is_file()
+        assert any("measured this machine" in n.message for n in app._notifications)

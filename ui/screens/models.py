@@ -26,6 +26,15 @@ class PullUpdate(Message):
 
 
 @dataclass
+class TwinUpdate(Message):
+    """A pulled diffusion GGUF's cacheable twin being written (models/gguf_twin.py)."""
+
+    name: str
+    done: int
+    total: int
+
+
+@dataclass
 class PullFinished(Message):
     name: str
     result: PullResult | None
@@ -114,8 +123,14 @@ class ModelsScreen(ModalScreen[tuple[str, str] | None]):
                 self._last_percent = percent
                 self.post_message(PullUpdate(event))
 
+        def twin(done: int, total: int) -> None:
+            percent = int(100 * done / total) if total else 100
+            if percent != self._last_percent:
+                self._last_percent = percent
+                self.post_message(TwinUpdate(name, done, total))
+
         try:
-            result = self.service.models.pull(name, progress=report)
+            result = self.service.models.pull(name, progress=report, twin_progress=twin)
         except SharpenError as error:
             self.post_message(PullFinished(name, None, str(error)))
             return
@@ -129,6 +144,13 @@ class ModelsScreen(ModalScreen[tuple[str, str] | None]):
         self.query_one("#pull-status", Label).update(
             f"pulling {event.model}: {event.file} ({event.file_index}/{event.file_count}), "
             f"{event.done_bytes / 1e6:,.1f} of {(event.total_bytes or 0) / 1e6:,.1f} MB"
+        )
+
+    def on_twin_update(self, message: TwinUpdate) -> None:
+        self.query_one("#pull-progress", ProgressBar).update(total=message.total, progress=message.done)
+        self.query_one("#pull-status", Label).update(
+            f"{message.name}: writing its cacheable copy for the prefix cache, "
+            f"{message.done / 1e6:,.1f} of {message.total / 1e6:,.1f} MB"
         )
 
     def on_pull_finished(self, message: PullFinished) -> None:

@@ -1,0 +1,209 @@
+"""A diffusion GGUF's cacheable twin: the same tensors under the causal architecture that computes the
+same graph, with `{arch}.attention.causal = false`.
+
+llama.cpp builds its diffusion architectures (llada, dream, ...) without a KV cache, so every pass
+re-decodes the whole sequence. It reads `{arch}.attention.causal` for every architecture, so the causal
+twin made bidirectional computes the same logits and keeps a KV cache, which is what a prefix cache needs.
+The twin is written byte for byte from the source: the metadata's architecture and its `{arch}.` keys
+renamed, the tensor table and the tensor data copied unchanged.
+
+llama.cpp's load-time kv_overrides cannot do this without a copy: an override is only consulted for keys
+the file has, and the head counts are read through a path that looks the key up in the file first
+(`get_key_or_arr`), so `llama.attention.head_count` cannot be supplied for a `llada` file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gguf import GGUFValueType
+
+from models.errors import ModelFileError
+from models.gguf_header import DEFAULT_ALIGNMENT, GGUF_MAGIC, read_gguf_header
+from models.hub import sha256_of
+
+# Diffusion architecture -> the causal llama.cpp architecture whose graph, made bidirectional, is the same
+# (each checked by logits against the native file in tests/test_models/test_gguf_twin.py).
+# llama.cpp's own sources say so: its dream graph is "copied from qwen2" and RND1 "is a Qwen3Moe AR model
+# converted to diffusion model"; they differ from their twins only in building attention without a KV cache.
+TWINS = {"llada": "llama", "dream": "qwen2", "rnd1": "qwen3moe"}
+# Why the others have none, as llama.cpp's graphs stand in the version pinned.
+NO_TWIN = {
+    "llada-moe": (
+        "llama.cpp has no causal architecture with LLaDA-MoE's graph (OLMoE, the nearest, normalises queries "
+        "and keys over the whole width, LLaDA-MoE per head)"
+    ),
+}
+CHUNK = 16 * 1024 * 1024
+# Progress: bytes written, bytes in all.
+TwinProgress = Callable[[int, int], None]
+
+
+class TwinError(ModelFileError):
+    """A twin that cannot be written (no disk space, an unreadable source)."""
+
+
+@dataclass(frozen=True)
+class TwinRecord:
+    """What a twin was written from: a changed source is written again."""
+
+    source: str
+    size: int
+    mtime_ns: int
+    sha256: str
+    architecture: str
+
+
+def twin_architecture(architecture: str) -> str | None:
+    return TWINS.get(architecture)
+
+
+def why_no_twin(architecture: str) -> str:
+    return NO_TWIN.get(architecture, f"llama.cpp has no causal architecture known to compute {architecture}'s graph")
+
+
+def twin_path(source: Path, folder: Path) -> Path:
+    return folder / f"{source.stem}.twin.gguf"
+
+
+def current_twin(source: Path, folder: Path) -> Path | None:
+    """The twin of `source` if one was written from the file as it is now."""
+    target, record_path = twin_path(source, folder), _record_path(source, folder)
+    try:
+        record = TwinRecord(**json.loads(record_path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
+        return None
+    if not target.is_file() or record.source != str(source.resolve()):
+        return None
+    stat = source.stat()
+    if (stat.st_size, stat.st_mtime_ns) == (record.size, record.mtime_ns):
+        return target
+    # Touched: the same bytes keep the twin; other bytes do not.
+    return target if record.size == stat.st_size and sha256_of(source) == record.sha256 else None
+
+
+def write_twin(source: Path, folder: Path, progress: TwinProgress | None = None) -> Path:
+    """Write (or reuse) the cacheable twin of the diffusion GGUF `source` in `folder`."""
+    existing = current_twin(source, folder)
+    if existing is not None:
+        return existing
+    header = read_gguf_header(source)
+    architecture = str(header.metadata.get("general.architecture"))
+    twin = twin_architecture(architecture)
+    if twin is None:
+        raise TwinError(source, why_no_twin(architecture))
+    folder.mkdir(parents=True, exist_ok=True)
+    needed = header.file_size + CHUNK
+    free = shutil.disk_usage(folder).free
+    if free < needed:
+        raise TwinError(
+            source,
+            f"needs {needed / 1e9:.1f} GB free in {folder} for its cacheable copy, and {free / 1e9:.1f} GB are",
+            "Free some space (or set SHARPEN_HOME elsewhere); until then it runs without the prefix cache.",
+        )
+    target = twin_path(source, folder)
+    partial = target.with_suffix(".partial")
+    with source.open("rb") as reader, partial.open("wb") as writer:
+        head = reader.read(header.data_start)
+        metadata, tensor_table = _rewritten_metadata(head, architecture, twin)
+        writer.write(metadata)
+        writer.write(tensor_table)
+        alignment = int(header.metadata.get("general.alignment", DEFAULT_ALIGNMENT))
+        writer.write(b"\0" * (-writer.tell() % alignment))
+        reader.seek(header.data_start)
+        total, done = header.file_size - header.data_start, 0
+        while chunk := reader.read(CHUNK):
+            writer.write(chunk)
+            done += len(chunk)
+            if progress is not None:
+                progress(done, total)
+    os.replace(partial, target)
+    stat = source.stat()
+    record = TwinRecord(str(source.resolve()), stat.st_size, stat.st_mtime_ns, sha256_of(source), architecture)
+    _record_path(source, folder).write_text(json.dumps(record.__dict__), encoding="utf-8")
+    return target
+
+
+def _record_path(source: Path, folder: Path) -> Path:
+    return folder / f"{source.stem}.twin.json"
+
+
+def _string(text: str) -> bytes:
+    raw = text.encode("utf-8")
+    return struct.pack("<Q", len(raw)) + raw
+
+
+def _rewritten_metadata(head: bytes, architecture: str, twin: str) -> tuple[bytes, bytes]:
+    """The header's metadata with the architecture renamed and causal attention off, and the tensor table
+    as it was (raw bytes: the tensors' offsets are relative to the data section, so they stay valid)."""
+    if head[:4] != GGUF_MAGIC:
+        raise ValueError("not a GGUF header")
+    version, n_tensors, n_kv = struct.unpack_from("<IQQ", head, 4)
+    position = 24
+    entries: list[bytes] = []
+    prefix, causal_key = f"{architecture}.", f"{twin}.attention.causal"
+    for _ in range(n_kv):
+        key, position = _read_string(head, position)
+        value_start = position
+        position = _skip_value(head, position)
+        value = head[value_start:position]
+        if key == "general.architecture":
+            value = struct.pack("<I", GGUFValueType.STRING) + _string(twin)
+        elif key.startswith(prefix):
+            key = twin + "." + key[len(prefix) :]
+        if key != causal_key:
+            entries.append(_string(key) + value)
+    entries.append(_string(causal_key) + struct.pack("<I?", GGUFValueType.BOOL, False))
+    table_start = position
+    for _ in range(n_tensors):
+        _, position = _read_string(head, position)
+        (n_dims,) = struct.unpack_from("<I", head, position)
+        position += 4 + 8 * n_dims + 4 + 8
+    start = GGUF_MAGIC + struct.pack("<IQQ", version, n_tensors, len(entries))
+    return start + b"".join(entries), head[table_start:position]
+
+
+def _read_string(buffer: bytes, position: int) -> tuple[str, int]:
+    (length,) = struct.unpack_from("<Q", buffer, position)
+    start = position + 8
+    return buffer[start : start + length].decode("utf-8"), start + length
+
+
+_SIZES = {
+    GGUFValueType.UINT8: 1,
+    GGUFValueType.INT8: 1,
+    GGUFValueType.UINT16: 2,
+    GGUFValueType.INT16: 2,
+    GGUFValueType.UINT32: 4,
+    GGUFValueType.INT32: 4,
+    GGUFValueType.FLOAT32: 4,
+    GGUFValueType.BOOL: 1,
+    GGUFValueType.UINT64: 8,
+    GGUFValueType.INT64: 8,
+    GGUFValueType.FLOAT64: 8,
+}
+
+
+def _skip_value(buffer: bytes, position: int, value_type: GGUFValueType | None = None) -> int:
+    """The position after one metadata value (its type id first, unless `value_type` is given)."""
+    if value_type is None:
+        value_type = GGUFValueType(struct.unpack_from("<I", buffer, position)[0])
+        position += 4
+    if value_type == GGUFValueType.STRING:
+        return _read_string(buffer, position)[1]
+    if value_type == GGUFValueType.ARRAY:
+        element = GGUFValueType(struct.unpack_from("<I", buffer, position)[0])
+        (length,) = struct.unpack_from("<Q", buffer, position + 4)
+        position += 12
+        if element in _SIZES:
+            return position + _SIZES[element] * length
+        for _ in range(length):
+            position = _skip_value(buffer, position, element)
+        return position
+    return position + _SIZES[value_type]
