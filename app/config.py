@@ -104,6 +104,9 @@ class DiffusionSection(DiffusionSettings):
 class RouterSection:
     policy: Policy = option("design", "design (AR for completions, diffusion for drafts), fastest, or quality")
     quality: Quality = option("balanced", "refinement passes per draft token: fast, balanced or best")
+    auto_calibrate: bool = option(
+        True, "measure a draft model in the background (a few seconds) the first time the editor drafts with it"
+    )
     latency_budget_s: float = option(
         20.0,
         "a draft estimated slower than this on diffusion goes to AR when AR is faster; 0 is no budget",

@@ -180,13 +180,13 @@ def check_model(service: SharpenService, role: str, name: str) -> Finding:
     path = model.path
     size = size_on_disk(path)
     facts: dict[str, object] = {"name": model.name, "path": str(path), "bytes": size}
+    uncached = ""  # why a draft model runs without the prefix cache: a warning once the fit is checked
     if role == "draft" and path.is_file():
         served = service.models.served_file(path, write=False)
         facts["prefix_cache"] = served.cached
         if served.note:
             facts["served"] = served.note
-        if not served.cached:
-            return Finding(check, "warn", f"{model.name}: {served.note}", "", facts)
+        uncached = "" if served.cached else served.note
     machine = this_machine()
     if model.entry is not None:
         verdict = check_fit(model.entry, machine)
@@ -194,6 +194,8 @@ def check_model(service: SharpenService, role: str, name: str) -> Finding:
             # Drafts fall back to AR, and with models.check_fit off the user chose to load it anyway.
             status = "fail" if role == "complete" and service.config.models.check_fit else "warn"
             return Finding(check, status, verdict.reason, _use_default(role), facts)
+        if uncached:
+            return Finding(check, "warn", f"{model.name}: {verdict.reason}; {uncached}", "", facts)
         return Finding(check, "ok", f"{model.name}: {path} ({size / 1e6:.0f} MB), {verdict.reason}", "", facts)
     if size > machine.ram_available:
         return Finding(
@@ -203,6 +205,8 @@ def check_model(service: SharpenService, role: str, name: str) -> Finding:
             _use_default(role),
             facts,
         )
+    if uncached:
+        return Finding(check, "warn", f"{path} ({size / 1e6:.0f} MB): {uncached}", "", facts)
     return Finding(check, "ok", f"{path} ({size / 1e6:.0f} MB), readable", "", facts)
 
 

@@ -15,7 +15,16 @@ from models.catalogue import CatalogueEntry, ResolvedModel, catalogue, resolve_m
 from models.errors import ModelError, ModelFileError, UnknownModel, UnsupportedModel
 from models.fit import FitVerdict, Machine, check_fit, require_disk, require_fit, this_machine
 from models.gguf_info import inspect_gguf
-from models.gguf_twin import TwinError, TwinProgress, current_twin, twin_architecture, why_no_twin, write_twin
+from models.gguf_twin import (
+    TwinError,
+    TwinProgress,
+    check_room,
+    current_twin,
+    remove_twin,
+    twin_architecture,
+    why_no_twin,
+    write_twin,
+)
 from models.hf_checkpoint import inspect_checkpoint, is_checkpoint_folder
 from models.hub import HubSettings, ProgressCallback, PullError, PullResult, cached_path, pull, remove
 
@@ -203,7 +212,11 @@ class ModelManager:
                 f"{name} is in use for {' and '.join(in_use)}; switch to another model first "
                 f"(`sharpen models use OTHER --for {in_use[0]}`)"
             )
-        return remove(entry)
+        twin_freed = 0
+        with contextlib.suppress(ModelError):
+            path = self.resolve(name).path
+            twin_freed = remove_twin(path, self.twins_dir) if path.is_file() else 0
+        return remove(entry) + twin_freed
 
     @property
     def twins_dir(self) -> Path:
@@ -212,25 +225,30 @@ class ModelManager:
     def served_file(self, path: Path, *, write: bool = True, progress: TwinProgress | None = None) -> ServedFile:
         """What a draft GGUF runs from: itself if llama.cpp keeps a KV cache for it; for llama.cpp's diffusion
         architectures (no KV cache) its cacheable twin in the data dir, written here if `write` (once per
-        version of the source); the native file with full re-decoding where there is no twin."""
+        version of the source); the native file with full re-decoding where there is no twin or no room."""
         info = inspect_gguf(path)
         if not info.is_llama_cpp_diffusion:
             return ServedFile(path, info.is_cacheable_diffusion, "")
+        full = "every pass re-decodes the whole sequence"
         twin = twin_architecture(info.architecture)
+        if not self._config().diffusion.prefix_cache:
+            return ServedFile(path, False, f"{full}: diffusion.prefix_cache is off")
         if twin is None:
-            return ServedFile(
-                path, False, f"every pass re-decodes the whole sequence: {why_no_twin(info.architecture)}"
-            )
-        existing = current_twin(path, self.twins_dir)
-        if existing is None and not write:
-            return ServedFile(
-                path, True, f"served as its causal twin ({twin}) with a prefix cache; written on first use"
-            )
+            return ServedFile(path, False, f"{full}: {why_no_twin(info.architecture)}")
+        if info.mask_token_id is None:
+            return ServedFile(path, False, f"{full}: the file names no mask token for its cacheable copy")
+        cached = f"served as its causal twin ({twin}) with a prefix cache"
         try:
+            existing = current_twin(path, self.twins_dir, verify=write)
+            if existing is None and not write:
+                check_room(path, self.twins_dir)
+                return ServedFile(path, True, f"{cached}; its copy is written on first use")
             served = existing or write_twin(path, self.twins_dir, progress)
         except TwinError as error:
-            return ServedFile(path, False, f"every pass re-decodes the whole sequence: {error.problem}")
-        return ServedFile(served, True, f"served as its causal twin ({twin}) with a prefix cache: {served}")
+            return ServedFile(path, False, f"{full}: {error.problem}")
+        except (OSError, ValueError) as error:
+            return ServedFile(path, False, f"{full}: its cacheable copy could not be written ({error})")
+        return ServedFile(served, True, f"{cached}: {served}")
 
     def require_fit(self, entry: CatalogueEntry, *, action: str, override: str) -> None:
         if entry.needs_ram_gib or entry.needs_vram_gib:

@@ -60,7 +60,10 @@ class SharpenService:
         self.config = config
         self.paths = paths
         self.models = ModelManager(paths, lambda: self.config)
-        self._engine_lock = threading.Lock()
+        # One lock per engine: loading the draft model (and writing its cacheable copy, minutes for a
+        # multi-GB file) never holds up a completion.
+        self._ar_lock = threading.Lock()
+        self._diffusion_lock = threading.Lock()
         self._ar_engine: LlamaAREngine | None = None
         self._diffusion_engine: DiffusionEngine | None = None
 
@@ -175,10 +178,13 @@ class SharpenService:
     def draft_settings(self, **overrides: Any) -> DiffusionSettings:
         """The draft settings: the draft model's own defaults from its catalogue entry where the user set
         none in config.toml, then the configured ones, then any non-None overrides (the command line's)."""
-        section = self.config.diffusion
-        model_defaults = self._model_decoding()
-        chosen = {name: value for name, value in model_defaults.items() if name not in self._diffusion_set_by_user()}
-        return DiffusionSettings.taken_from(replace(section, **chosen), **overrides)
+        chosen_by_user = self._diffusion_set_by_user() | {
+            name for name, value in overrides.items() if value is not None
+        }
+        model_defaults = {name: value for name, value in self._model_decoding().items() if name not in chosen_by_user}
+        if "steps" in chosen_by_user and "threshold" not in chosen_by_user:
+            model_defaults.pop("threshold", None)  # fixed steps asked for: the model's threshold would ignore them
+        return DiffusionSettings.taken_from(replace(self.config.diffusion, **model_defaults), **overrides)
 
     def _model_decoding(self) -> dict[str, Any]:
         name = self.config.models.draft.strip()
@@ -218,7 +224,7 @@ class SharpenService:
 
     def ar_engine(self) -> LlamaAREngine:
         """The AR engine for the configured completion model, loaded on first use."""
-        with self._engine_lock:
+        with self._ar_lock:
             if self._ar_engine is None:
                 model = self.models.resolve(self.config.models.complete)
                 self.models.require_fit_to_load(model)
@@ -231,7 +237,7 @@ class SharpenService:
 
     def diffusion_engine(self) -> DiffusionEngine:
         """The diffusion engine for the configured draft model, loaded on first use."""
-        with self._engine_lock:
+        with self._diffusion_lock:
             if self._diffusion_engine is None:
                 name = self.config.models.draft.strip()
                 if not name:
@@ -302,9 +308,9 @@ class SharpenService:
         return replace(saved, ar=ar, diffusion=diffusion), warning
 
     def calibrate_quickly(self, cancel: CancelToken) -> bool:
-        """A short calibration (seconds on a small model); False if it was cancelled first."""
+        """A short calibration of the draft model (seconds on a small one); False if it was cancelled first."""
         try:
-            self.calibrate(QUICK, lambda _fraction, _label: None, cancel)
+            self.calibrate(QUICK, lambda _fraction, _label: None, cancel, only_diffusion=True)
         except CalibrationCancelled:
             return False
         return True
@@ -364,11 +370,25 @@ class SharpenService:
         except NoEngineAvailable as error:
             raise RoutingError(str(error)) from None
 
-    def calibrate(self, sizes: CalibrationSizes, progress: Progress, cancel: CancelToken | None = None) -> CostProfile:
+    def calibrate(
+        self,
+        sizes: CalibrationSizes,
+        progress: Progress,
+        cancel: CancelToken | None = None,
+        *,
+        only_diffusion: bool = False,
+    ) -> CostProfile:
+        """Measure the present engines and save the profile. `only_diffusion` measures the draft model alone
+        and keeps the AR figures already saved (as the editor's background calibration does, so it never
+        touches the engine ghost text uses)."""
         present = self.present_engines()
-        ar = self.ar_engine() if "ar" in present else None
+        ar = self.ar_engine() if "ar" in present and not only_diffusion else None
         diffusion = self.diffusion_engine() if "diffusion" in present else None
         profile = calibrate(self.device_class(), ar, diffusion, sizes, progress, self.draft_settings(), cancel)
+        if only_diffusion:
+            saved, _warning = load_profile(self.profile_path, self.device_class())
+            kept = saved.ar if saved.calibrated else replace(saved.ar, measured=False)
+            profile = replace(profile, ar=kept)
         try:
             save_profile(profile, self.profile_path, write_atomic)
         except OSError as error:
@@ -382,7 +402,7 @@ class SharpenService:
         # A missing, corrupt or wrong-kind file fails here, before the config changes.
         self.models.check(role, name, fit=not force)
         set_value(self.paths.config_file, f"models.{role}", name)
-        with self._engine_lock:
+        with self._ar_lock, self._diffusion_lock:
             if role == "complete":
                 self.config = replace(self.config, models=replace(self.config.models, complete=name))
                 self._ar_engine = None

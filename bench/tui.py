@@ -48,7 +48,7 @@ def config_for(model: Path, quality: Quality) -> Config:
         Config(),
         models=ModelsSection(draft=str(model)),
         # "quality" always drafts with diffusion; the preset sets K (fast N/8, balanced N/4, best N/2).
-        router=RouterSection(policy="quality", quality=quality, latency_budget_s=0.0),
+        router=RouterSection(policy="quality", quality=quality, latency_budget_s=0.0, auto_calibrate=False),
         diffusion=DiffusionSection(tokens=TOKENS, block_length=32),
         ui=dataclasses.replace(UiSection(), autocomplete=False),
     )

@@ -110,6 +110,10 @@ def entry_from_table(name: str, table: Any, where: str, *, builtin: bool) -> Cat
         problems.append("an hf: source is hf:OWNER/REPO or hf:OWNER/REPO/FILE")
     if entry.is_hub and entry.format == "gguf" and entry.hub_file is None:
         problems.append("a GGUF from the Hub names its file: hf:OWNER/REPO/FILE.gguf")
+    if not 0.0 <= entry.decoding_threshold <= 1.0:
+        problems.append("decoding_threshold must be between 0 and 1 (0: the built-in fixed steps)")
+    if entry.decoding_block_length < 0:
+        problems.append("decoding_block_length must be at least 0 (0: the built-in default)")
     if entry.sha256 and (len(entry.sha256) != 64 or any(c not in "0123456789abcdef" for c in entry.sha256)):
         problems.append("sha256 must be 64 lowercase hex digits")
     if problems:

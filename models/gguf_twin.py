@@ -14,11 +14,15 @@ the file has, and the head counts are read through a path that looks the key up 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import json
 import os
 import shutil
 import struct
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,11 +73,18 @@ def why_no_twin(architecture: str) -> str:
 
 
 def twin_path(source: Path, folder: Path) -> Path:
-    return folder / f"{source.stem}.twin.gguf"
+    """Named by the source's stem and where it is, so two files of one name keep two twins."""
+    where = hashlib.sha1(str(source.resolve()).encode("utf-8")).hexdigest()[:10]
+    return folder / f"{source.stem}-{where}.twin.gguf"
 
 
-def current_twin(source: Path, folder: Path) -> Path | None:
-    """The twin of `source` if one was written from the file as it is now."""
+def _record_path(source: Path, folder: Path) -> Path:
+    return twin_path(source, folder).with_suffix(".json")
+
+
+def current_twin(source: Path, folder: Path, *, verify: bool = True) -> Path | None:
+    """The twin of `source` if one was written from the file as it is now. A source whose time changed is
+    hashed once (`verify`) and, if its bytes are the same, its record is brought up to date."""
     target, record_path = twin_path(source, folder), _record_path(source, folder)
     try:
         record = TwinRecord(**json.loads(record_path.read_text(encoding="utf-8")))
@@ -84,58 +95,105 @@ def current_twin(source: Path, folder: Path) -> Path | None:
     stat = source.stat()
     if (stat.st_size, stat.st_mtime_ns) == (record.size, record.mtime_ns):
         return target
-    # Touched: the same bytes keep the twin; other bytes do not.
-    return target if record.size == stat.st_size and sha256_of(source) == record.sha256 else None
+    if not verify or record.size != stat.st_size or sha256_of(source) != record.sha256:
+        return None
+    _save_record(
+        record_path, TwinRecord(record.source, stat.st_size, stat.st_mtime_ns, record.sha256, record.architecture)
+    )
+    return target
+
+
+def remove_twin(source: Path, folder: Path) -> int:
+    """Delete the twin of `source` and its record; the bytes freed."""
+    freed = 0
+    for path in (twin_path(source, folder), _record_path(source, folder)):
+        with contextlib.suppress(FileNotFoundError):
+            freed += path.stat().st_size
+            path.unlink()
+    return freed
 
 
 def write_twin(source: Path, folder: Path, progress: TwinProgress | None = None) -> Path:
-    """Write (or reuse) the cacheable twin of the diffusion GGUF `source` in `folder`."""
-    existing = current_twin(source, folder)
-    if existing is not None:
-        return existing
+    """Write (or reuse) the cacheable twin of the diffusion GGUF `source` in `folder`. One writer at a time
+    per source (a lock file), so a pull and a first draft never write the same twin together."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with _locked(twin_path(source, folder).with_suffix(".lock")):
+        existing = current_twin(source, folder)
+        if existing is not None:
+            return existing
+        return _write(source, folder, progress)
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _write(source: Path, folder: Path, progress: TwinProgress | None) -> Path:
     header = read_gguf_header(source)
     architecture = str(header.metadata.get("general.architecture"))
     twin = twin_architecture(architecture)
     if twin is None:
         raise TwinError(source, why_no_twin(architecture))
-    folder.mkdir(parents=True, exist_ok=True)
-    needed = header.file_size + CHUNK
-    free = shutil.disk_usage(folder).free
+    check_room(source, folder)
+    before = source.stat()
+    digest = hashlib.sha256()
+    handle, partial_name = tempfile.mkstemp(dir=folder, suffix=".partial")
+    partial = Path(partial_name)
+    try:
+        with source.open("rb") as reader, os.fdopen(handle, "wb") as writer:
+            head = reader.read(header.data_start)
+            digest.update(head)
+            metadata, tensor_table = _rewritten_metadata(head, architecture, twin)
+            writer.write(metadata + tensor_table)
+            alignment = int(header.metadata.get("general.alignment", DEFAULT_ALIGNMENT))
+            writer.write(b"\0" * (-writer.tell() % alignment))
+            total, done = header.file_size - header.data_start, 0
+            while chunk := reader.read(CHUNK):
+                digest.update(chunk)
+                writer.write(chunk)
+                done += len(chunk)
+                if progress is not None:
+                    progress(done, total)
+        after = source.stat()
+        if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
+            raise TwinError(source, "changed while its cacheable copy was being written", "Use it again to retry.")
+        target = twin_path(source, folder)
+        os.replace(partial, target)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    record = TwinRecord(str(source.resolve()), after.st_size, after.st_mtime_ns, digest.hexdigest(), architecture)
+    _save_record(_record_path(source, folder), record)
+    return target
+
+
+def check_room(source: Path, folder: Path) -> None:
+    """TwinError unless `folder` has room for a copy of `source`."""
+    needed = source.stat().st_size + CHUNK
+    probe = next(p for p in (folder, *folder.parents) if p.exists())
+    free = shutil.disk_usage(probe).free
     if free < needed:
         raise TwinError(
             source,
             f"needs {needed / 1e9:.1f} GB free in {folder} for its cacheable copy, and {free / 1e9:.1f} GB are",
             "Free some space (or set SHARPEN_HOME elsewhere); until then it runs without the prefix cache.",
         )
-    target = twin_path(source, folder)
-    partial = target.with_suffix(".partial")
-    with source.open("rb") as reader, partial.open("wb") as writer:
-        head = reader.read(header.data_start)
-        metadata, tensor_table = _rewritten_metadata(head, architecture, twin)
-        writer.write(metadata)
-        writer.write(tensor_table)
-        alignment = int(header.metadata.get("general.alignment", DEFAULT_ALIGNMENT))
-        writer.write(b"\0" * (-writer.tell() % alignment))
-        reader.seek(header.data_start)
-        total, done = header.file_size - header.data_start, 0
-        while chunk := reader.read(CHUNK):
-            writer.write(chunk)
-            done += len(chunk)
-            if progress is not None:
-                progress(done, total)
-    os.replace(partial, target)
-    stat = source.stat()
-    record = TwinRecord(str(source.resolve()), stat.st_size, stat.st_mtime_ns, sha256_of(source), architecture)
-    _record_path(source, folder).write_text(json.dumps(record.__dict__), encoding="utf-8")
-    return target
 
 
-def _record_path(source: Path, folder: Path) -> Path:
-    return folder / f"{source.stem}.twin.json"
+def _save_record(path: Path, record: TwinRecord) -> None:
+    partial = path.with_suffix(".json.partial")
+    partial.write_text(json.dumps(record.__dict__), encoding="utf-8")
+    os.replace(partial, path)
 
 
 def _string(text: str) -> bytes:
-    raw = text.encode("utf-8")
+    raw = text.encode("utf-8", errors="surrogateescape")
     return struct.pack("<Q", len(raw)) + raw
 
 
@@ -172,7 +230,7 @@ def _rewritten_metadata(head: bytes, architecture: str, twin: str) -> tuple[byte
 def _read_string(buffer: bytes, position: int) -> tuple[str, int]:
     (length,) = struct.unpack_from("<Q", buffer, position)
     start = position + 8
-    return buffer[start : start + length].decode("utf-8"), start + length
+    return buffer[start : start + length].decode("utf-8", errors="surrogateescape"), start + length
 
 
 _SIZES = {
@@ -196,7 +254,8 @@ def _skip_value(buffer: bytes, position: int, value_type: GGUFValueType | None =
         value_type = GGUFValueType(struct.unpack_from("<I", buffer, position)[0])
         position += 4
     if value_type == GGUFValueType.STRING:
-        return _read_string(buffer, position)[1]
+        (length,) = struct.unpack_from("<Q", buffer, position)
+        return position + 8 + length
     if value_type == GGUFValueType.ARRAY:
         element = GGUFValueType(struct.unpack_from("<I", buffer, position)[0])
         (length,) = struct.unpack_from("<Q", buffer, position + 4)

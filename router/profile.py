@@ -54,10 +54,12 @@ def default_profile(device: DeviceClass) -> CostProfile:
     if device == "gpu":
         return CostProfile(
             device="gpu",
-            ar=ArCosts(prompt_tokens_per_s=3000.0, seconds_per_token=0.01),
-            diffusion=DiffusionCosts(pass_base_s=0.02, pass_s_per_position=0.0001, threshold_passes_per_token=0.5),
+            ar=ArCosts(prompt_tokens_per_s=3000.0, seconds_per_token=0.01, measured=False),
+            diffusion=DiffusionCosts(
+                pass_base_s=0.02, pass_s_per_position=0.0001, threshold_passes_per_token=0.5, measured=False
+            ),
         )
-    return CostProfile(device="cpu")
+    return CostProfile(device="cpu", ar=ArCosts(measured=False), diffusion=DiffusionCosts(measured=False))
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,7 @@ def estimate_profile(device: DeviceClass, cores: int, ar: ModelSize | None, diff
         if ar is None
         else ArCosts(
             model=ar.name,
-            prompt_tokens_per_s=flops / (2 * ar.parameters),
+            prompt_tokens_per_s=flops / (2 * max(1, ar.parameters)),
             seconds_per_token=ar.weight_bytes / bandwidth + PASS_OVERHEAD_S,
             measured=False,
         )
@@ -104,7 +106,7 @@ def estimate_profile(device: DeviceClass, cores: int, ar: ModelSize | None, diff
         else DiffusionCosts(
             model=diffusion.name,
             pass_base_s=diffusion.weight_bytes / bandwidth + PASS_OVERHEAD_S,
-            pass_s_per_position=2 * diffusion.parameters / flops,
+            pass_s_per_position=2 * max(1, diffusion.parameters) / flops,
             threshold_passes_per_token=defaults.diffusion.threshold_passes_per_token,
             prefix_cache=diffusion.prefix_cache,
             measured=False,

@@ -24,14 +24,21 @@ class UiOverrides(TypedDict, total=False):
     autosave_s: float
 
 
-def make_config(draft_model: Path | None = None, quality: Quality = "balanced", **ui: Unpack[UiOverrides]) -> Config:
+def make_config(
+    draft_model: Path | None = None,
+    quality: Quality = "balanced",
+    auto_calibrate: bool = False,
+    **ui: Unpack[UiOverrides],
+) -> Config:
+    """The TUI tests' config. The background calibration is off unless a test asks for it: it would compete
+    with the test's own timing on two cores."""
     config = Config()
     overrides: UiOverrides = {"debounce_ms": 50, **ui}
     return dataclasses.replace(
         config,
         models=ModelsSection(complete="smollm2-135m-instruct", draft=str(draft_model) if draft_model else ""),
         # "quality" sends every draft of 30 tokens or more to diffusion whatever this machine's costs.
-        router=RouterSection(policy="quality", quality=quality, latency_budget_s=0.0),
+        router=RouterSection(policy="quality", quality=quality, latency_budget_s=0.0, auto_calibrate=auto_calibrate),
         diffusion=DiffusionSection(tokens=48, block_length=16),
         ui=dataclasses.replace(UiSection(), **overrides),
     )

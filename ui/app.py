@@ -78,6 +78,7 @@ class SharpenApp(App[None]):
         self.autosaved_text = ""
         self._complete_cancel = CancelToken()
         self._calibration = CancelToken()
+        self._calibration_failed = False
         self._debounce: Timer | None = None
         self._complete_failed = False
 
@@ -283,9 +284,11 @@ class SharpenApp(App[None]):
         self.panel.start(reply, cancel, f"{label} · {reply.tokens} tokens", self.editor.selected_text)
 
     @on(DraftEnded)
-    def calibrate_in_background(self) -> None:
+    def calibrate_in_background(self, ended: DraftEnded) -> None:
         """The first time a draft model is used, measure it in the background (a quick calibration, when a
         pass is estimated cheap enough to keep it short), so later routes use this machine's own costs."""
+        if ended.engine != "diffusion" or not self.service.config.router.auto_calibrate or self._calibration_failed:
+            return
         calibrating = any(worker.group == "calibrate" and worker.is_running for worker in self.workers)
         if calibrating or not self.service.needs_calibration():
             return
@@ -301,6 +304,7 @@ class SharpenApp(App[None]):
             if not self.service.calibrate_quickly(cancel):
                 return  # a draft started first
         except SharpenError as error:
+            self._calibration_failed = True  # not again this session: `sharpen calibrate` says why in full
             self.call_from_thread(self.notify, f"could not measure this machine: {error}", severity="warning")
             return
         self.call_from_thread(self.notify, "measured this machine: routes now use its own costs")

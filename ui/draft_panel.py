@@ -84,8 +84,11 @@ class Failed(Message):
     error: str
 
 
+@dataclass
 class DraftEnded(Message):
-    """A draft finished (or was cancelled): the diffusion engine is free again. Bubbles up to the app."""
+    """A draft finished (or was cancelled): its engine is free again. Bubbles up to the app."""
+
+    engine: str
 
 
 class DraftPanel(Vertical):
@@ -230,7 +233,7 @@ class DraftPanel(Vertical):
             run.state = "ready"
             playback = " · f5 plays the passes back" if run.passes else ""
             self.hint(f"ctrl+enter / ctrl+y inserts · esc drops{playback}")
-        self.post_message(DraftEnded())
+        self.post_message(DraftEnded(run.reply.engine))
         self.report(
             state="cancelled" if run.state == "cancelled" else "draft ready",
             tokens=stats.generated_tokens,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -11,6 +12,7 @@ from pathlib import Path
 from app.cli.common import Command, gb, service
 from app.config import set_value
 from app.model_manager import ROLES
+from models.errors import ModelError
 from models.gguf_info import inspect_gguf
 from models.hf_checkpoint import inspect_checkpoint
 from models.hub import PullProgress
@@ -97,8 +99,9 @@ class ProgressLine:
 
 def pull_model(args: argparse.Namespace) -> int:
     progress = ProgressLine()
+    models = service().models
     try:
-        result = service().models.pull(
+        result = models.pull(
             args.name, offline=args.offline, force=args.force, progress=progress, twin_progress=progress.twin
         )
     finally:
@@ -106,6 +109,11 @@ def pull_model(args: argparse.Namespace) -> int:
     fetched = f"downloaded {result.downloaded_files} file(s)" if result.downloaded_files else "already in the cache"
     print(f"{args.name}: {fetched}, {gb(result.bytes_on_disk)}, {result.verified_files} file(s) verified")
     print(result.path)
+    if models.entry(args.name).role == "draft" and result.path.is_file():
+        with contextlib.suppress(ModelError):
+            note = models.served_file(result.path, write=False).note
+            if note:
+                print(f"{args.name}: {note}")
     return 0
 
 

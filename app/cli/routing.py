@@ -75,7 +75,10 @@ def route(args: argparse.Namespace) -> int:
         for name, estimate in chosen.estimates.items():
             marker = "*" if name == chosen.engine else " "
             costs = profile.ar if name == "ar" else profile.diffusion
-            how = f"measured for {costs.model}" if costs.measured else f"estimated from the size of {costs.model}"
+            if not costs.model:
+                how = "default costs"
+            else:
+                how = f"measured for {costs.model}" if costs.measured else f"estimated from the size of {costs.model}"
             print(f"  {marker} {engine_label(name):9} {estimate.seconds:8.2f} s  {estimate.detail} ({how})")
         print(f"  settings: {json.dumps(chosen.settings)}")
     return 0

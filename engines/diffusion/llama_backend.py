@@ -1,11 +1,11 @@
 """The llama.cpp backend: diffusion GGUFs (Dream, LLaDA, LLaDA-MoE, RND1) and our cacheable form.
 
 llama.cpp's diffusion architectures are built without a KV cache, so every pass re-decodes the whole
-sequence with non-causal attention. Our own exports are `llama`-architecture files with
-`attention.causal = false` and a mask token: llama.cpp keeps a KV cache for them, so this backend can
-keep the final part of the sequence (the prompt and the finished blocks) cached and decode only from
-the first changing position on, a Fast-dLLM style prefix cache. Full re-decoding stays available as the
-reference path (`cache=False`).
+sequence with non-causal attention. A cacheable file (Sharpen's own export, or a diffusion file's twin,
+models/gguf_twin.py) is an ordinary architecture with `attention.causal = false` and a mask token:
+llama.cpp keeps a KV cache for it, and this backend runs Fast-dLLM's prefix cache on it: a window's
+first pass decodes the whole sequence and keeps the keys and values before the window, its later passes
+decode from the window to the end. Full re-decoding stays available as the reference path (`cache=False`).
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from app.config import set_value
+from app.paths import sharpen_paths
+from app.service import SharpenService
 from models.catalogue import catalogue, resolve_model
 from models.errors import UnknownModel
 
@@ -59,3 +62,18 @@ def test_every_catalogue_entry_is_complete() -> None:
     for entry in catalogue().values():
         assert entry.role in ("complete", "draft")
         assert entry.source and entry.license and entry.description
+
+
+def test_a_draft_models_own_defaults_apply_where_the_user_set_none() -> None:
+    paths = sharpen_paths()
+    set_value(paths.config_file, "models.draft", "llada-8b-instruct-q4km")
+    service = SharpenService.from_environment()
+    settings = service.draft_settings()
+    assert settings.threshold == 0.9 and settings.block_length == 32, "the catalogue's Fast-dLLM defaults"
+    assert service.draft_settings(threshold=0.0).threshold is None, "the command line turns it off"
+    assert service.draft_settings(steps=48).threshold is None, "fixed steps asked for: no threshold"
+    set_value(paths.config_file, "diffusion.block_length", "16")
+    assert SharpenService.from_environment().draft_settings().block_length == 16, "config.toml wins"
+    set_value(paths.config_file, "models.draft", "sharpen-draft")
+    embedded = SharpenService.from_environment().draft_settings()
+    assert embedded.threshold is None and embedded.spacing == 3, "the embedded model keeps fixed steps with spacing"

@@ -113,8 +113,34 @@ def test_a_native_draft_model_is_served_from_its_twin_and_says_so(
     engine = SharpenService.from_environment().diffusion_engine()
     backend = engine.backend
     assert isinstance(backend, LlamaDiffusionBackend) and backend.uses_prefix_cache
-    assert backend.model_path.name == "llada.twin.gguf" and backend.gguf.architecture == "llama"
+    assert backend.model_path.name.endswith(".twin.gguf") and backend.gguf.architecture == "llama"
+    assert backend.model_path.parent.name == "twins" and source.is_file()
     capsys.readouterr()
     assert main(["doctor", "--json"]) in (0, 1)
     findings = {f["check"]: f for f in json.loads(capsys.readouterr().out)["findings"]}
     assert findings["models.draft"]["facts"]["prefix_cache"] is True
+
+
+def test_without_room_for_the_copy_it_runs_natively_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    from app.paths import sharpen_paths
+
+    source = native_file(tmp_path, "llada")
+    service = SharpenService.from_environment()
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(shutil, "disk_usage", lambda _path: usage._replace(free=1000))
+    served = service.models.served_file(source)
+    assert served.path == source and not served.cached and "GB free" in served.note
+    assert not list((sharpen_paths().data_dir / "twins").glob("*.twin.gguf"))
+    assert not list((sharpen_paths().data_dir / "twins").glob("*.partial"))
+
+
+def test_two_names_of_one_stem_keep_two_twins(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = write_twin(native_file(tmp_path / "a", "llada"), tmp_path / "twins")
+    second = write_twin(native_file(tmp_path / "b", "dream"), tmp_path / "twins")
+    assert first != second and first.is_file() and second.is_file()

@@ -172,7 +172,7 @@ async def test_a_finished_draft_is_ready_and_a_cancelled_one_cancelled(
 async def test_the_first_draft_measures_the_machine_in_the_background(
     make_app: AppFactory, tiny_cacheable_path: Path
 ) -> None:
-    app = make_app(config=make_config(tiny_cacheable_path, autocomplete=False))
+    app = make_app(config=make_config(tiny_cacheable_path, autocomplete=False, auto_calibrate=True))
     async with app.run_test(size=(80, 24)) as pilot:
         assert app.service.needs_calibration(), "a fresh install has only estimates"
         app.start_draft(DraftRequest("draft", "Write a note", tokens=48), "Draft")
