@@ -5,6 +5,7 @@ It owns the configuration, the loaded engines and the routing; app/model_manager
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
@@ -64,6 +65,7 @@ class SharpenService:
         # multi-GB file) never holds up a completion.
         self._ar_lock = threading.Lock()
         self._diffusion_lock = threading.Lock()
+        self._sizes: dict[tuple[str, str, int, int], ModelSize | None] = {}
         self._ar_engine: LlamaAREngine | None = None
         self._diffusion_engine: DiffusionEngine | None = None
 
@@ -178,9 +180,7 @@ class SharpenService:
     def draft_settings(self, **overrides: Any) -> DiffusionSettings:
         """The draft settings: the draft model's own defaults from its catalogue entry where the user set
         none in config.toml, then the configured ones, then any non-None overrides (the command line's)."""
-        chosen_by_user = self._diffusion_set_by_user() | {
-            name for name, value in overrides.items() if value is not None
-        }
+        chosen_by_user = self._diffusion_set_by_user | {name for name, value in overrides.items() if value is not None}
         model_defaults = {name: value for name, value in self._model_decoding().items() if name not in chosen_by_user}
         if "steps" in chosen_by_user and "threshold" not in chosen_by_user:
             model_defaults.pop("threshold", None)  # fixed steps asked for: the model's threshold would ignore them
@@ -198,8 +198,10 @@ class SharpenService:
             decoding["block_length"] = entry.decoding_block_length
         return decoding
 
+    @functools.cached_property
     def _diffusion_set_by_user(self) -> set[str]:
-        """[diffusion] options the user chose: written in config.toml, or (a config built in code) not the default."""
+        """[diffusion] options the user chose: written in config.toml, or (a config built in code) not the
+        default. Read once, as the config is: the session changes only its models."""
         try:
             written = set(read_raw(self.paths.config_file).get("diffusion", {}))
         except ConfigError:
@@ -320,17 +322,30 @@ class SharpenService:
         return "diffusion" in self.present_engines() and not self.cost_profile()[0].diffusion.measured
 
     def model_size(self, role: str) -> ModelSize | None:
-        """The configured model's size, for cost estimates; None if it is missing or unreadable."""
+        """The configured model's size, for cost estimates; None if it is missing or unreadable. Read once
+        per version of the file: every route asks."""
         name = getattr(self.config.models, role).strip()
         if not name:
             return None
         try:
             model = self.models.resolve(name)
+            stat = model.path.stat()
+        except (ModelError, OSError):
+            return None
+        key = (role, name, stat.st_size, stat.st_mtime_ns)
+        if key not in self._sizes:
+            self._sizes[key] = self._read_size(role, model)
+        return self._sizes[key]
+
+    def _read_size(self, role: str, model: ResolvedModel) -> ModelSize | None:
+        section = self.config.diffusion
+        try:
             if is_checkpoint_folder(model.path):
                 checkpoint = inspect_checkpoint(model.path)
-                return ModelSize(model.name, checkpoint.parameter_count, checkpoint.size_bytes, role == "draft")
+                cached = role == "draft" and section.torch_cache != "none"
+                return ModelSize(model.name, checkpoint.parameter_count, checkpoint.size_bytes, cached)
             info = inspect_gguf(model.path)
-            cached = role == "draft" and self.config.diffusion.prefix_cache
+            cached = role == "draft" and section.prefix_cache
             cached = cached and self.models.served_file(model.path, write=False).cached
             return ModelSize(model.name, info.n_parameters, info.file_size, cached)
         except ModelError:

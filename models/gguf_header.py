@@ -64,6 +64,10 @@ class GGUFHeader:
     metadata: dict[str, Any]
     tensors: list[TensorEntry] = field(repr=False)
     data_start: int
+    # Where each metadata value sits in the file, (key, first byte of its type id, end), and the tensor
+    # table's (start, end): what a rewrite of the metadata copies byte for byte.
+    value_spans: list[tuple[str, int, int]] = field(default_factory=list, repr=False)
+    table_span: tuple[int, int] = (0, 0)
 
     @property
     def data_end(self) -> int:
@@ -177,9 +181,13 @@ def read_gguf_header(path: Path | str) -> GGUFHeader:
         tensor_count = cursor.unpack("<Q")
         kv_count = cursor.unpack("<Q")
         metadata: dict[str, Any] = {}
+        spans: list[tuple[str, int, int]] = []
         for _ in range(kv_count):
             key = cursor.string()
+            value_start = cursor.pos
             metadata[key] = _read_value(cursor, _value_type(cursor))
+            spans.append((key, value_start, cursor.pos))
+        table_start = cursor.pos
         tensors: list[TensorEntry] = []
         for _ in range(tensor_count):
             name = cursor.string()
@@ -189,9 +197,10 @@ def read_gguf_header(path: Path | str) -> GGUFHeader:
             offset = cursor.unpack("<Q")
             quantization, n_bytes = _tensor_bytes(path, name, shape, type_id)
             tensors.append(TensorEntry(name, shape, quantization, offset, n_bytes))
+        table = (table_start, cursor.pos)
         alignment = int(metadata.get("general.alignment", DEFAULT_ALIGNMENT))
         data_start = -(-cursor.pos // alignment) * alignment
-    header = GGUFHeader(path, version, file_size, metadata, tensors, data_start)
+    header = GGUFHeader(path, version, file_size, metadata, tensors, data_start, spans, table)
     if header.data_end > file_size:
         raise TruncatedGGUFFile(
             path,

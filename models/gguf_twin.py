@@ -29,7 +29,7 @@ from pathlib import Path
 from gguf import GGUFValueType
 
 from models.errors import ModelFileError
-from models.gguf_header import DEFAULT_ALIGNMENT, GGUF_MAGIC, read_gguf_header
+from models.gguf_header import DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUFHeader, read_gguf_header
 from models.hub import sha256_of
 
 # Diffusion architecture -> the causal llama.cpp architecture whose graph, made bidirectional, is the same
@@ -149,7 +149,7 @@ def _write(source: Path, folder: Path, progress: TwinProgress | None) -> Path:
         with source.open("rb") as reader, os.fdopen(handle, "wb") as writer:
             head = reader.read(header.data_start)
             digest.update(head)
-            metadata, tensor_table = _rewritten_metadata(head, architecture, twin)
+            metadata, tensor_table = _rewritten_metadata(header, head, architecture, twin)
             writer.write(metadata + tensor_table)
             alignment = int(header.metadata.get("general.alignment", DEFAULT_ALIGNMENT))
             writer.write(b"\0" * (-writer.tell() % alignment))
@@ -193,76 +193,23 @@ def _save_record(path: Path, record: TwinRecord) -> None:
 
 
 def _string(text: str) -> bytes:
-    raw = text.encode("utf-8", errors="surrogateescape")
+    raw = text.encode("utf-8")
     return struct.pack("<Q", len(raw)) + raw
 
 
-def _rewritten_metadata(head: bytes, architecture: str, twin: str) -> tuple[bytes, bytes]:
+def _rewritten_metadata(header: GGUFHeader, head: bytes, architecture: str, twin: str) -> tuple[bytes, bytes]:
     """The header's metadata with the architecture renamed and causal attention off, and the tensor table
     as it was (raw bytes: the tensors' offsets are relative to the data section, so they stay valid)."""
-    if head[:4] != GGUF_MAGIC:
-        raise ValueError("not a GGUF header")
-    version, n_tensors, n_kv = struct.unpack_from("<IQQ", head, 4)
-    position = 24
     entries: list[bytes] = []
     prefix, causal_key = f"{architecture}.", f"{twin}.attention.causal"
-    for _ in range(n_kv):
-        key, position = _read_string(head, position)
-        value_start = position
-        position = _skip_value(head, position)
-        value = head[value_start:position]
+    for key, value_start, value_end in header.value_spans:
+        value = head[value_start:value_end]
         if key == "general.architecture":
             value = struct.pack("<I", GGUFValueType.STRING) + _string(twin)
-        elif key.startswith(prefix):
-            key = twin + "." + key[len(prefix) :]
-        if key != causal_key:
-            entries.append(_string(key) + value)
+        renamed = twin + "." + key[len(prefix) :] if key.startswith(prefix) else key
+        if renamed != causal_key:
+            entries.append(_string(renamed) + value)
     entries.append(_string(causal_key) + struct.pack("<I?", GGUFValueType.BOOL, False))
-    table_start = position
-    for _ in range(n_tensors):
-        _, position = _read_string(head, position)
-        (n_dims,) = struct.unpack_from("<I", head, position)
-        position += 4 + 8 * n_dims + 4 + 8
-    start = GGUF_MAGIC + struct.pack("<IQQ", version, n_tensors, len(entries))
-    return start + b"".join(entries), head[table_start:position]
-
-
-def _read_string(buffer: bytes, position: int) -> tuple[str, int]:
-    (length,) = struct.unpack_from("<Q", buffer, position)
-    start = position + 8
-    return buffer[start : start + length].decode("utf-8", errors="surrogateescape"), start + length
-
-
-_SIZES = {
-    GGUFValueType.UINT8: 1,
-    GGUFValueType.INT8: 1,
-    GGUFValueType.UINT16: 2,
-    GGUFValueType.INT16: 2,
-    GGUFValueType.UINT32: 4,
-    GGUFValueType.INT32: 4,
-    GGUFValueType.FLOAT32: 4,
-    GGUFValueType.BOOL: 1,
-    GGUFValueType.UINT64: 8,
-    GGUFValueType.INT64: 8,
-    GGUFValueType.FLOAT64: 8,
-}
-
-
-def _skip_value(buffer: bytes, position: int, value_type: GGUFValueType | None = None) -> int:
-    """The position after one metadata value (its type id first, unless `value_type` is given)."""
-    if value_type is None:
-        value_type = GGUFValueType(struct.unpack_from("<I", buffer, position)[0])
-        position += 4
-    if value_type == GGUFValueType.STRING:
-        (length,) = struct.unpack_from("<Q", buffer, position)
-        return position + 8 + length
-    if value_type == GGUFValueType.ARRAY:
-        element = GGUFValueType(struct.unpack_from("<I", buffer, position)[0])
-        (length,) = struct.unpack_from("<Q", buffer, position + 4)
-        position += 12
-        if element in _SIZES:
-            return position + _SIZES[element] * length
-        for _ in range(length):
-            position = _skip_value(buffer, position, element)
-        return position
-    return position + _SIZES[value_type]
+    counts = GGUF_MAGIC + struct.pack("<IQQ", header.version, len(header.tensors), len(entries))
+    table_start, table_end = header.table_span
+    return counts + b"".join(entries), head[table_start:table_end]
