@@ -115,6 +115,15 @@ class RouterSection:
 
 
 @dataclass(frozen=True)
+class ServerSection:
+    host: str = option("127.0.0.1", "address `sharpen serve` listens on; any but loopback needs an API key", not_empty)
+    port: int = option(8765, "port `sharpen serve` listens on", between(1, 65535))
+    queue: int = option(
+        4, "requests each engine keeps waiting behind the one it runs; more are answered 429", between(0, 1024)
+    )
+
+
+@dataclass(frozen=True)
 class UiSection:
     autocomplete: bool = option(True, "show ghost-text completions while typing")
     debounce_ms: int = option(200, "pause after a keystroke before a completion is asked for", between(0, 2000))
@@ -149,6 +158,7 @@ class Config:
     chat: ChatSection = field(default_factory=ChatSection)
     diffusion: DiffusionSection = field(default_factory=DiffusionSection)
     router: RouterSection = field(default_factory=RouterSection)
+    server: ServerSection = field(default_factory=ServerSection)
     ui: UiSection = field(default_factory=UiSection)
     keys: KeysSection = field(default_factory=KeysSection)
 

@@ -25,6 +25,7 @@ from engines.llama_build import NO_AMX_FLAGS, BuildInfo, CpuInfo, build_info, bu
 from engines.threads import YIELD_AT_CORES, CpuLoad, auto_threads, available_cores
 from models.errors import ModelError, ModelFileError, UnknownModel
 from models.fit import GIB, check_fit, this_machine
+from models.remote import RemoteSource, remote_api_key
 from router.profile import load_profile
 
 Status = Literal["ok", "warn", "fail"]
@@ -158,6 +159,23 @@ def _use_default(role: str) -> str:
     return f"sharpen models use {default} --for {role}"
 
 
+def check_remote_model(check: str, remote: RemoteSource) -> Finding:
+    """Whether the server answers and lists the model (what OpenAI's API can tell)."""
+    import openai
+
+    facts: dict[str, object] = {"base_url": remote.base_url, "model": remote.model}
+    client = openai.OpenAI(base_url=remote.base_url, api_key=remote_api_key(), timeout=5.0, max_retries=0)
+    try:
+        listed = [model.id for model in client.models.list()]
+    except openai.APIError as error:
+        fix = "start the server, or point models.complete at a local model"
+        return Finding(check, "fail", f"{remote.label}: the server does not answer ({error})", fix, facts)
+    if remote.model not in listed:
+        shown = ", ".join(listed[:8]) or "none"
+        return Finding(check, "fail", f"{remote.label}: the server lists no such model (it has {shown})", "", facts)
+    return Finding(check, "ok", f"{remote.label}: answers and lists the model", "", facts)
+
+
 def check_model(service: SharpenService, role: str, name: str) -> Finding:
     check = f"models.{role}"
     if not name.strip():
@@ -168,6 +186,10 @@ def check_model(service: SharpenService, role: str, name: str) -> Finding:
             "sharpen models use sharpen-draft --for draft",
         )
     try:
+        remote = service.models.remote(name)
+        if remote is not None:
+            service.models.check(role, name, fit=False)
+            return check_remote_model(check, remote)
         model = service.models.check(role, name, fit=False)
     except UnknownModel as error:
         return Finding(check, "fail" if role == "complete" else "warn", str(error), _use_default(role))
@@ -279,6 +301,8 @@ def check_threads(config: Config, sample_s: float = 0.5) -> Finding:
 
 def _model_name(service: SharpenService, name: str) -> str:
     try:
+        if service.models.remote(name) is not None:
+            return name
         return service.models.resolve(name).name
     except ModelError:
         return name

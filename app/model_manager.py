@@ -27,6 +27,7 @@ from models.gguf_twin import (
 )
 from models.hf_checkpoint import inspect_checkpoint, is_checkpoint_folder
 from models.hub import HubSettings, ProgressCallback, PullError, PullResult, cached_path, pull, remove
+from models.remote import RemoteSource, is_remote, parse_remote
 
 ROLES = ("complete", "draft")
 
@@ -62,12 +63,14 @@ class ModelStatus:
 
     @property
     def present(self) -> bool:
-        return self.size_bytes is not None
+        return self.size_bytes is not None or self.entry.is_remote
 
     @property
     def size_label(self) -> str:
         if self.size_bytes:
             return f"{self.size_bytes / 1e6:,.0f} MB"
+        if self.entry.is_remote:
+            return "remote"
         if self.entry.is_hub:
             return f"get {self.entry.size_bytes / 1e9:.1f} GB" if self.entry.size_bytes else "not pulled"
         return "missing"
@@ -107,6 +110,13 @@ class ModelManager:
     def resolve(self, name: str) -> ResolvedModel:
         return resolve_model(name, self.catalogue())
 
+    def remote(self, name: str) -> RemoteSource | None:
+        """The server behind a remote model (`openai:URL#MODEL`, or a catalogue entry with that source);
+        None for a local one. A malformed source raises BadRemoteSource."""
+        entry = self.catalogue().get(name)
+        source = entry.source if entry is not None else name
+        return parse_remote(source) if is_remote(source) else None
+
     def entry(self, name: str) -> CatalogueEntry:
         entries = self.catalogue()
         if name not in entries:
@@ -118,6 +128,8 @@ class ModelManager:
         return tuple(role for role in ROLES if getattr(models, role) == name)
 
     def status(self, entry: CatalogueEntry, machine: Machine) -> ModelStatus:
+        if entry.is_remote:
+            return ModelStatus(entry, None, None, self.in_use_for(entry.name), check_fit(entry, machine))
         try:
             path: Path | None = resolve_model(entry.name, {entry.name: entry}).path
         except ModelError:
@@ -158,6 +170,11 @@ class ModelManager:
         """The model `name` resolved, read and checked for `role`; a ModelError says what is wrong."""
         if role not in ROLES:
             raise ConfigError(f"unknown role {role!r}: use complete or draft")
+        remote = self.remote(name)
+        if remote is not None:
+            if role != "complete":
+                raise UnsupportedModel(Path(name), "is a remote AR model", "Drafts need a local diffusion model.")
+            return ResolvedModel(name=name, path=Path(name), entry=self.catalogue().get(name))
         model = self.resolve(name)
         path = model.path
         if model.entry is not None and fit:

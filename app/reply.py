@@ -14,12 +14,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from engines.ar_engine import AREngine
 from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.schedule import timestep_passes
 from engines.diffusion.settings import DiffusionSettings
+from engines.diffusion.settled import settled_text
 from engines.diffusion.trace import Trace, TraceHeader
 from engines.events import DiffusionStats, Done, Event, Pass
-from engines.llama_ar import LlamaAREngine
+from engines.messages import ChatMessage
 from router.request import EngineName, Kind, Policy, Quality, Route
 
 DraftKind = Literal["draft", "infill"]
@@ -44,6 +46,18 @@ class DraftRequest:
     quality: Quality | None = None
     # False: the instruction is plain text, not put through the model's chat template.
     chat: bool = True
+    # Turns of a conversation before the instruction (a system message, earlier replies): a draft answers
+    # the whole conversation.
+    history: tuple[ChatMessage, ...] = ()
+    # The text ends before the first of these (a diffusion draft stops refining once one has settled).
+    stop: tuple[str, ...] = ()
+
+    @property
+    def instruction(self) -> str | list[ChatMessage]:
+        """What the model answers: the prompt alone, or the conversation that ends with it."""
+        if not self.history:
+            return self.prompt
+        return [*self.history, {"role": "user", "content": self.prompt}]
 
     @property
     def recorded_prompt(self) -> str:
@@ -52,7 +66,7 @@ class DraftRequest:
 
 
 # Opens the engine's stream: returns the events and the engine that yields them.
-Opener = Callable[[], tuple[Iterator[Event], "LlamaAREngine | DiffusionEngine"]]
+Opener = Callable[[], tuple[Iterator[Event], "AREngine | DiffusionEngine"]]
 
 
 class Reply:
@@ -79,7 +93,7 @@ class Reply:
         self.done: Done | None = None
         self.started = time.perf_counter()
         self._opener: Opener | None = opener
-        self._engine: LlamaAREngine | DiffusionEngine | None = None
+        self._engine: AREngine | DiffusionEngine | None = None
         self._created = ""
 
     def __iter__(self) -> Iterator[Event]:
@@ -128,6 +142,13 @@ class Reply:
                 None if settings.algorithm == "origin" else timestep_passes(self.tokens, settings.steps, settings.eps)
             )
         return settings.steps
+
+    def settled_text(self, event: Pass) -> str:
+        """A diffusion pass's settled text: what will no longer change, safe to stream."""
+        engine = self._engine
+        if not isinstance(engine, DiffusionEngine):
+            return event.stable_text
+        return settled_text(event, engine.backend.decode)
 
     def trace(self) -> Trace | None:
         """The refinement trace of a finished (or cancelled) diffusion draft; None for AR or before the end."""

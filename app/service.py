@@ -17,22 +17,26 @@ from app.config import Config, ConfigError, DiffusionSection, load_config, read_
 from app.model_manager import ModelManager
 from app.paths import SharpenPaths, sharpen_paths
 from app.reply import DraftRequest, Opener, Reply
+from engines.ar_engine import AREngine, Sampling, TrimPolicy
 from engines.cancel import CancelToken
 from engines.diffusion.backend import TextDiffusionBackend
 from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
 from engines.diffusion.settings import DiffusionSettings
+from engines.diffusion.settled import stopping_at
 from engines.diffusion.trace import TraceError
 from engines.errors import EngineError
 from engines.events import Event
-from engines.llama_ar import LlamaAREngine, LlamaSettings, TrimPolicy
+from engines.llama_ar import LlamaAREngine, LlamaSettings
 from engines.llama_load import gpu_offload_available
+from engines.messages import Instruction
 from engines.options import options
 from engines.threads import available_cores
 from models.catalogue import ResolvedModel
 from models.errors import ModelError, UnsupportedModel
 from models.gguf_info import inspect_gguf
 from models.hf_checkpoint import inspect_checkpoint, is_checkpoint_folder
+from models.remote import RemoteSource, remote_api_key
 from router.calibration import QUICK, CalibrationCancelled, CalibrationSizes, Progress, calibrate
 from router.cost import DiffusionPlan
 from router.policy import NoEngineAvailable, decide
@@ -66,7 +70,7 @@ class SharpenService:
         self._ar_lock = threading.Lock()
         self._diffusion_lock = threading.Lock()
         self._sizes: dict[tuple[str, str, int, int], ModelSize | None] = {}
-        self._ar_engine: LlamaAREngine | None = None
+        self._ar_engine: AREngine | None = None
         self._diffusion_engine: DiffusionEngine | None = None
 
     @classmethod
@@ -84,26 +88,40 @@ class SharpenService:
         max_tokens: int | None = None,
         stop: Sequence[str] = (),
         temperature: float | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
         cancel: CancelToken | None = None,
         trim: TrimPolicy = "left",
     ) -> Reply:
         """Continue `prefix` (before `suffix`, where the model fills in the middle) on the AR engine."""
         tokens = self.config.complete.max_tokens if max_tokens is None else max_tokens
-        opener = self._completion(prefix, suffix, tokens, temperature, cancel, stop=stop, trim=trim)
+        sampling = self._sampling(self.config.complete.temperature, temperature, top_p, seed)
+        opener = self._completion(prefix, suffix, tokens, sampling, cancel, stop=stop, trim=trim)
         return Reply(self._ar_route(tokens, "completions are AR"), opener, tokens=tokens, kind="complete")
 
     def chat(
         self,
-        instruction: str,
+        instruction: Instruction,
         *,
         max_tokens: int | None = None,
+        stop: Sequence[str] = (),
         temperature: float | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
         cancel: CancelToken | None = None,
     ) -> Reply:
-        """Answer a short instruction through the AR model's chat template."""
+        """Answer an instruction (or a conversation) through the AR model's chat template."""
         tokens = self.config.chat.max_tokens if max_tokens is None else max_tokens
-        opener = self._answer(instruction, tokens, temperature, cancel)
+        sampling = self._sampling(self.config.chat.temperature, temperature, top_p, seed)
+        opener = self._answer(instruction, tokens, sampling, cancel, stop)
         return Reply(self._ar_route(tokens, "instructions are AR"), opener, tokens=tokens, kind="chat")
+
+    @staticmethod
+    def _sampling(
+        configured: float, temperature: float | None, top_p: float | None = None, seed: int | None = None
+    ) -> Sampling:
+        chosen = Sampling(temperature=configured if temperature is None else temperature, seed=seed)
+        return chosen if top_p is None else replace(chosen, top_p=top_p)
 
     def draft(self, request: DraftRequest, *, cancel: CancelToken | None = None) -> Reply:
         """A draft or a rewrite: routed, its settings settled once, on the engine the route chose. The
@@ -120,22 +138,34 @@ class SharpenService:
             quality=request.quality or self.config.router.quality,
         )
         route = self.route(routing, request.policy, settings)
-        prompt, after, recorded = request.prompt, request.after, request.recorded_prompt
+        instruction, after, recorded = request.instruction, request.after, request.recorded_prompt
         if route.engine == "ar":
-            temperature = overrides.get("temperature")
+            sampling = self._sampling(
+                self.config.chat.temperature if request.kind == "draft" else self.config.complete.temperature,
+                overrides.get("temperature"),
+                overrides.get("top_p"),
+                overrides.get("seed"),
+            )
             opener = (
-                self._answer(prompt, tokens, temperature, cancel)
+                self._answer(instruction, tokens, sampling, cancel, request.stop)
                 if request.kind == "draft"
-                else self._completion(prompt, after, tokens, temperature, cancel)
+                else self._completion(request.prompt, after, tokens, sampling, cancel, stop=request.stop)
             )
             return Reply(route, opener, tokens=tokens, kind=request.kind, prompt=recorded)
         if "steps" not in overrides:  # steps the user fixed are kept; otherwise the router's K
             settings = self.routed_settings(route, settings)
-        opener = self._on_diffusion(
-            (lambda engine: engine.draft(prompt, tokens, settings, chat=request.chat, cancel=cancel))
-            if request.kind == "draft"
-            else (lambda engine: engine.infill(prompt, after, tokens, settings, cancel=cancel))
-        )
+        # The request's own token: it stops the passes once a stop string has settled.
+        own = CancelToken(parent=cancel)
+
+        def passes(engine: DiffusionEngine) -> Iterator[Event]:
+            events = (
+                engine.draft(instruction, tokens, settings, chat=request.chat, cancel=own)
+                if request.kind == "draft"
+                else engine.infill(request.prompt, after, tokens, settings, cancel=own)
+            )
+            return stopping_at(events, request.stop, engine.backend.decode, own) if request.stop else events
+
+        opener = self._on_diffusion(passes)
         return Reply(route, opener, tokens=tokens, settings=settings, kind=request.kind, prompt=recorded)
 
     def _completion(
@@ -143,28 +173,35 @@ class SharpenService:
         prefix: str,
         suffix: str | None,
         tokens: int,
-        temperature: float | None,
+        sampling: Sampling,
         cancel: CancelToken | None,
         *,
         stop: Sequence[str] = (),
         trim: TrimPolicy = "left",
     ) -> Opener:
-        chosen = self.config.complete.temperature if temperature is None else temperature
         return self._on_ar(
             lambda ar: ar.complete(
-                prefix, suffix, max_tokens=tokens, stop=tuple(stop), temperature=chosen, cancel=cancel, trim=trim
+                prefix, suffix, max_tokens=tokens, stop=tuple(stop), sampling=sampling, cancel=cancel, trim=trim
             )
         )
 
-    def _answer(self, instruction: str, tokens: int, temperature: float | None, cancel: CancelToken | None) -> Opener:
-        chosen = self.config.chat.temperature if temperature is None else temperature
-        return self._on_ar(lambda ar: ar.chat(instruction, max_tokens=tokens, temperature=chosen, cancel=cancel))
+    def _answer(
+        self,
+        instruction: Instruction,
+        tokens: int,
+        sampling: Sampling,
+        cancel: CancelToken | None,
+        stop: Sequence[str] = (),
+    ) -> Opener:
+        return self._on_ar(
+            lambda ar: ar.chat(instruction, max_tokens=tokens, stop=tuple(stop), sampling=sampling, cancel=cancel)
+        )
 
     def _ar_route(self, tokens: int, reason: str) -> Route:
         return Route("ar", self.config.models.complete, {"max_tokens": tokens}, reason=reason)
 
-    def _on_ar(self, call: Callable[[LlamaAREngine], Iterator[Event]]) -> Opener:
-        def open_stream() -> tuple[Iterator[Event], LlamaAREngine]:
+    def _on_ar(self, call: Callable[[AREngine], Iterator[Event]]) -> Opener:
+        def open_stream() -> tuple[Iterator[Event], AREngine]:
             engine = self.ar_engine()
             return call(engine), engine
 
@@ -224,10 +261,15 @@ class SharpenService:
 
     # ----- engines -------------------------------------------------------------------------------
 
-    def ar_engine(self) -> LlamaAREngine:
-        """The AR engine for the configured completion model, loaded on first use."""
+    def ar_engine(self) -> AREngine:
+        """The AR engine for the configured completion model, loaded on first use (a remote model's engine
+        only names the server: nothing is sent until a request)."""
         with self._ar_lock:
             if self._ar_engine is None:
+                remote = self.models.remote(self.config.models.complete)
+                if remote is not None:
+                    self._ar_engine = self._remote_engine(remote)
+                    return self._ar_engine
                 model = self.models.resolve(self.config.models.complete)
                 self.models.require_fit_to_load(model)
                 ar = self.config.ar
@@ -236,6 +278,12 @@ class SharpenService:
                 )
                 self._ar_engine = LlamaAREngine(model.path, model.name, settings)
             return self._ar_engine
+
+    def _remote_engine(self, remote: RemoteSource) -> AREngine:
+        from engines.remote_ar import RemoteAREngine  # the openai client: only for a remote model
+
+        name = self.config.models.complete
+        return RemoteAREngine(remote, name, api_key=remote_api_key(), context_length=self.config.ar.n_ctx)
 
     def diffusion_engine(self) -> DiffusionEngine:
         """The diffusion engine for the configured draft model, loaded on first use."""
@@ -303,11 +351,19 @@ class SharpenService:
         estimate = estimate_profile(
             self.device_class(), available_cores(), self.model_size("complete"), self.model_size("draft")
         )
+        if self._remote_complete():  # no size to estimate from: the default costs, under the model's name
+            estimate = replace(estimate, ar=replace(estimate.ar, model=self.config.models.complete))
         ar = saved.ar if saved.calibrated and saved.ar.model == estimate.ar.model else estimate.ar
         diffusion = estimate.diffusion
         if saved.calibrated and saved.diffusion.model == estimate.diffusion.model:
             diffusion = saved.diffusion
         return replace(saved, ar=ar, diffusion=diffusion), warning
+
+    def _remote_complete(self) -> bool:
+        try:
+            return self.models.remote(self.config.models.complete) is not None
+        except ModelError:
+            return False
 
     def calibrate_quickly(self, cancel: CancelToken) -> bool:
         """A short calibration of the draft model (seconds on a small one); False if it was cancelled first."""
@@ -325,7 +381,7 @@ class SharpenService:
         """The configured model's size, for cost estimates; None if it is missing or unreadable. Read once
         per version of the file: every route asks."""
         name = getattr(self.config.models, role).strip()
-        if not name:
+        if not name or self.models.remote(name) is not None:
             return None
         try:
             model = self.models.resolve(name)
@@ -360,6 +416,9 @@ class SharpenService:
         )
         for engine, name in configured:
             if not name.strip():
+                continue
+            if engine == "ar" and self.models.remote(name) is not None:
+                present[engine] = name  # whether it answers shows on the first request
                 continue
             try:
                 path = self.models.resolve(name).path

@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from engines.ar_engine import Sampling
 from engines.events import Done, GenerationStats
 from engines.llama_ar import LlamaAREngine
 from models.training.prompts import Instruction, instructions
@@ -80,7 +81,7 @@ def _sampled(engine: LlamaAREngine, todo: list[Instruction], max_tokens: int, te
     for instruction in todo:
         done = next(
             e
-            for e in engine.chat(instruction.text, max_tokens=max_tokens, temperature=temperature)
+            for e in engine.chat(instruction.text, max_tokens=max_tokens, sampling=Sampling(temperature=temperature))
             if isinstance(e, Done)
         )
         assert isinstance(done.stats, GenerationStats)

@@ -8,21 +8,20 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import llama_cpp
 
+from engines.ar_engine import GREEDY, Sampling, TrimPolicy
 from engines.cancel import NEVER_CANCELLED, CancelToken
 from engines.chat_template import render_instruction
 from engines.errors import EmptyPromptError, InvalidRequestError, PromptTooLongError
 from engines.events import Done, Event, FinishReason, GenerationStats, Token
 from engines.llama_batched import BatchedReply, greedy_replies
 from engines.llama_load import ContextShape, open_llama, use_threads
+from engines.messages import Instruction, is_blank
 from engines.threads import FOREGROUND, threads_for
 from models.errors import UnsupportedModel
 from models.gguf_info import GGUFInfo, inspect_gguf
-
-TrimPolicy = Literal["left", "error"]
 
 # When a prompt must be cut from the left, the cut moves in steps of this many tokens, so successive
 # calls on a growing document keep the same first token and the KV cache stays reusable.
@@ -117,6 +116,9 @@ class LlamaAREngine:
         )
         return open_llama(self.gguf, shape, hint)
 
+    def leading_text(self, text: str, tokens: int) -> str:
+        return self.detokenize(self.tokenize(text)[:tokens])
+
     def forget_cache(self) -> None:
         """Drop the evaluated prefix, as for a new document (calibration and benchmarks measure cold starts)."""
         with self._lock:
@@ -170,7 +172,7 @@ class LlamaAREngine:
         has_bos = bool(tokens) and tokens[0] == self.gguf.bos_token_id and self._adds_bos()
         return trim_left(tokens, budget, keep_first=1 if has_bos else 0)
 
-    def chat_prompt(self, instruction: str, max_tokens: int) -> list[int]:
+    def chat_prompt(self, instruction: Instruction, max_tokens: int) -> list[int]:
         template = self.gguf.chat_template
         if template is None:
             raise InvalidRequestError(f"{self.model_path.name} has no chat template, so it cannot follow instructions")
@@ -211,7 +213,7 @@ class LlamaAREngine:
         *,
         max_tokens: int,
         stop: Sequence[str] = (),
-        temperature: float = 0.0,
+        sampling: Sampling = GREEDY,
         cancel: CancelToken | None = None,
         trim: TrimPolicy = "left",
     ) -> Iterator[Event]:
@@ -220,22 +222,23 @@ class LlamaAREngine:
             raise EmptyPromptError()
         with self._lock, FOREGROUND.running():
             tokens, trimmed = self.completion_prompt(prefix, suffix, max_tokens, trim)
-            yield from self._generate(tokens, trimmed, max_tokens, stop, temperature, cancel or NEVER_CANCELLED)
+            yield from self._generate(tokens, trimmed, max_tokens, stop, sampling, cancel or NEVER_CANCELLED)
 
     def chat(
         self,
-        instruction: str,
+        instruction: Instruction,
         *,
         max_tokens: int,
-        temperature: float = 0.0,
+        stop: Sequence[str] = (),
+        sampling: Sampling = GREEDY,
         cancel: CancelToken | None = None,
     ) -> Iterator[Event]:
-        """Stream the model's reply to one instruction, formatted with the model's own chat template."""
-        if not instruction.strip():
+        """Stream the model's reply to an instruction or a conversation, through the model's own chat template."""
+        if is_blank(instruction):
             raise EmptyPromptError()
         with self._lock:
             tokens = self.chat_prompt(instruction, max_tokens)
-            yield from self._generate(tokens, 0, max_tokens, (), temperature, cancel or NEVER_CANCELLED)
+            yield from self._generate(tokens, 0, max_tokens, stop, sampling, cancel or NEVER_CANCELLED)
 
     def _cached_prefix(self, tokens: Sequence[int]) -> int:
         cached = self._llama._input_ids[: self._llama.n_tokens]
@@ -253,7 +256,7 @@ class LlamaAREngine:
         trimmed: int,
         max_tokens: int,
         stop: Sequence[str],
-        temperature: float,
+        sampling: Sampling,
         cancel: CancelToken,
     ) -> Iterator[Event]:
         start = time.perf_counter()
@@ -267,7 +270,10 @@ class LlamaAREngine:
         if cancel.cancelled:
             finish = "cancelled"
         else:
-            stream = self._llama.generate(tokens, temp=temperature, top_k=40, top_p=0.95, min_p=0.05)
+            kept_seed = self._llama._seed
+            if sampling.seed is not None:
+                self._llama.set_seed(sampling.seed)
+            stream = self._llama.generate(tokens, temp=sampling.temperature, top_k=40, top_p=sampling.top_p, min_p=0.05)
             try:
                 for token_id in stream:
                     if first_token_at is None:
@@ -289,6 +295,7 @@ class LlamaAREngine:
                         break
             finally:
                 stream.close()
+                self._llama.set_seed(kept_seed)  # later calls without a seed draw afresh
         if finish in ("length", "eos"):
             tail = scanner.flush() + decoder.decode(b"", final=True)
             if tail:

@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from models.errors import MissingModelFile, ModelError, UnknownModel
+from models.remote import OPENAI_PREFIX, BadRemoteSource, is_remote, parse_remote
 
 EMBEDDED_PREFIX = "embedded:"
 HF_PREFIX = "hf:"
 PATH_PREFIX = "path:"
 ROLES = ("complete", "draft")
-ENGINES = ("llama-ar", "llama-diffusion", "torch-diffusion")
-FORMATS = ("gguf", "hf-safetensors")
+ENGINES = ("llama-ar", "llama-diffusion", "torch-diffusion", "openai-ar")
+FORMATS = ("gguf", "hf-safetensors", "openai-api")
 
 
 class CatalogueError(ModelError):
@@ -56,6 +57,10 @@ class CatalogueEntry:
     @property
     def is_hub(self) -> bool:
         return self.source.startswith(HF_PREFIX)
+
+    @property
+    def is_remote(self) -> bool:
+        return is_remote(self.source)
 
     @property
     def is_embedded(self) -> bool:
@@ -104,8 +109,17 @@ def entry_from_table(name: str, table: Any, where: str, *, builtin: bool) -> Cat
         problems.append(f"engine must be one of {', '.join(ENGINES)}")
     if entry.format not in FORMATS:
         problems.append(f"format must be one of {', '.join(FORMATS)}")
-    if not entry.source.startswith((EMBEDDED_PREFIX, HF_PREFIX, PATH_PREFIX)):
-        problems.append("source must start with embedded:, hf: or path:")
+    if not entry.source.startswith((EMBEDDED_PREFIX, HF_PREFIX, PATH_PREFIX, OPENAI_PREFIX)):
+        problems.append("source must start with embedded:, hf:, path: or openai:")
+    if entry.is_remote and (entry.role != "complete" or entry.engine != "openai-ar" or entry.format != "openai-api"):
+        problems.append(
+            'an openai: source serves completions: role "complete", engine "openai-ar", format "openai-api"'
+        )
+    if entry.is_remote:
+        try:
+            parse_remote(entry.source)
+        except BadRemoteSource as error:
+            problems.append(str(error))
     if entry.is_hub and entry.hub_repo.count("/") != 1:
         problems.append("an hf: source is hf:OWNER/REPO or hf:OWNER/REPO/FILE")
     if entry.is_hub and entry.format == "gguf" and entry.hub_file is None:

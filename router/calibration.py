@@ -10,11 +10,11 @@ from datetime import UTC, datetime
 
 import numpy as np
 
+from engines.ar_engine import AREngine
 from engines.cancel import CancelToken
 from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.settings import DiffusionSettings
 from engines.events import DiffusionStats, Done, Event, GenerationStats
-from engines.llama_ar import LlamaAREngine
 from router.profile import ArCosts, CostProfile, DeviceClass, DiffusionCosts, default_profile
 
 Progress = Callable[[float, str], None]
@@ -53,10 +53,9 @@ def _done(events: Iterable[Event]) -> Done:
     return last
 
 
-def calibrate_ar(engine: LlamaAREngine, sizes: CalibrationSizes, progress: Progress) -> ArCosts:
+def calibrate_ar(engine: AREngine, sizes: CalibrationSizes, progress: Progress) -> ArCosts:
     text = (PROMPT_TEXT * (sizes.prompt_tokens // 30 + 2))[: sizes.prompt_tokens * 5]
-    tokens = engine.tokenize(text)[: sizes.prompt_tokens]
-    prompt = engine.detokenize(tokens)
+    prompt = engine.leading_text(text, sizes.prompt_tokens)
     rates: list[float] = []
     per_token: list[float] = []
     for attempt in range(sizes.repeats):
@@ -131,7 +130,7 @@ def _fit_line(points: Sequence[tuple[int, float]]) -> tuple[float, float]:
 
 def calibrate(
     device: DeviceClass,
-    ar: LlamaAREngine | None,
+    ar: AREngine | None,
     diffusion: DiffusionEngine | None,
     sizes: CalibrationSizes = CalibrationSizes(),
     progress: Progress = lambda _f, _s: None,

@@ -21,6 +21,8 @@ def sharpen_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test gets its own config, data, state and cache dirs."""
     home = tmp_path / "sharpen-home"
     monkeypatch.setenv("SHARPEN_HOME", str(home))
+    for key in ("SHARPEN_API_KEY", "SHARPEN_REMOTE_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(key, raising=False)
     return home
 
 

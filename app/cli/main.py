@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import version
 from pathlib import Path
 
-from app.cli import models, routing, tools, writing
+from app.cli import models, routing, serve, tools, writing
 from app.cli.common import EXIT_USAGE, Command, Parser, fail
 from app.service import SharpenError
 
@@ -27,6 +27,7 @@ COMMANDS: tuple[Command, ...] = (
     tools.TRAINING_DATA,
     tools.CONFIG,
     *models.COMMANDS,
+    *serve.COMMANDS,
     tools.DOCTOR,
 )
 

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from app.cli.common import EXIT_ERROR, Command, checked_flag, service
+from app.cli.common import EXIT_ERROR, Command, checked_flag, fail, service
 from app.config import at_least, between, load_config, render_config, set_value
 from app.paths import sharpen_paths
 from engines.diffusion.trace import load_trace
@@ -53,12 +53,16 @@ def training_data_arguments(parser: argparse.ArgumentParser) -> None:
 
 def training_data(args: argparse.Namespace) -> int:
     from app.training_data import make_pairs
+    from engines.llama_ar import LlamaAREngine
 
     def report(done: int, total: int, tokens: int) -> None:
         print(f"\r{done}/{total} drafts, {tokens} tokens", end="", file=sys.stderr, flush=True)
 
+    engine = service().ar_engine()
+    if not isinstance(engine, LlamaAREngine):
+        return fail("training data is written by a local AR model: models.complete names a remote one")
     written = make_pairs(
-        service().ar_engine(),
+        engine,
         Path(args.out),
         args.count,
         seed=args.seed,

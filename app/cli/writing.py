@@ -28,10 +28,12 @@ def print_reply(reply: Reply, args: argparse.Namespace) -> int:
         if isinstance(event, Token) and not as_json:
             sys.stdout.write(event.text)
             sys.stdout.flush()
-        elif isinstance(event, Pass) and stream and len(event.stable_text) > len(streamed):
-            sys.stdout.write(event.stable_text[len(streamed) :])
-            sys.stdout.flush()
-            streamed = event.stable_text
+        elif isinstance(event, Pass) and stream:
+            grown = reply.settled_text(event)
+            if len(grown) > len(streamed) and grown.startswith(streamed):
+                sys.stdout.write(grown[len(streamed) :])
+                sys.stdout.flush()
+                streamed = grown
         elif isinstance(event, Pass) and live:
             settled = len(event.masked) - sum(event.masked)
             sys.stderr.write(f"\r\033[Kpass {event.index + 1}: {settled}/{len(event.masked)} tokens committed")

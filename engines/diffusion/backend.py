@@ -7,6 +7,8 @@ from typing import Protocol
 
 import numpy as np
 
+from engines.messages import Instruction
+
 
 class DiffusionBackend(Protocol):
     """Answers "logits for these canvas positions given this sequence" for one loaded model."""
@@ -47,4 +49,4 @@ class TextDiffusionBackend(DiffusionBackend, Protocol):
 
     def tokenize(self, text: str, *, add_bos: bool, special: bool = False) -> list[int]: ...
 
-    def instruction_tokens(self, instruction: str) -> list[int]: ...
+    def instruction_tokens(self, instruction: Instruction) -> list[int]: ...

@@ -12,6 +12,7 @@ from engines.diffusion.sampler import DiffusionSampler
 from engines.diffusion.settings import DiffusionSettings
 from engines.errors import EmptyPromptError, PromptTooLongError
 from engines.events import Done, Pass
+from engines.messages import Instruction, is_blank, plain_text
 
 
 @dataclass(frozen=True)
@@ -32,11 +33,13 @@ class DiffusionEngine:
         # draft's passes are read. Re-entrant, as a calibration drafts too.
         self.lock = threading.RLock()
 
-    def draft_prompt(self, instruction: str, length: int, *, chat: bool = True) -> DraftPrompt:
-        if not instruction.strip():
+    def draft_prompt(self, instruction: Instruction, length: int, *, chat: bool = True) -> DraftPrompt:
+        if is_blank(instruction):
             raise EmptyPromptError()
         tokens = (
-            self.backend.instruction_tokens(instruction) if chat else self.backend.tokenize(instruction, add_bos=True)
+            self.backend.instruction_tokens(instruction)
+            if chat
+            else self.backend.tokenize(plain_text(instruction), add_bos=True)
         )
         return self._fits(DraftPrompt(tokens, length, []))
 
@@ -54,7 +57,7 @@ class DiffusionEngine:
 
     def draft(
         self,
-        instruction: str,
+        instruction: Instruction,
         length: int,
         settings: DiffusionSettings,
         *,

@@ -23,6 +23,7 @@ from llama_cpp import _internals
 from engines.chat_template import render_instruction
 from engines.errors import EngineError
 from engines.llama_load import ContextShape, open_llama, use_threads
+from engines.messages import Instruction, plain_text
 from engines.threads import threads_for
 from models.errors import UnsupportedModel
 from models.gguf_info import GGUFInfo, inspect_gguf
@@ -109,11 +110,11 @@ class LlamaDiffusionBackend:
             text = unicodedata.normalize("NFC", text)
         return self._llama.tokenize(text.encode("utf-8"), add_bos=add_bos, special=special)
 
-    def instruction_tokens(self, instruction: str) -> list[int]:
+    def instruction_tokens(self, instruction: Instruction) -> list[int]:
         """The prompt for an instruction, through the model's chat template where it has one."""
         template = self.gguf.chat_template
         if template is None:
-            return self.tokenize(instruction, add_bos=True)
+            return self.tokenize(plain_text(instruction), add_bos=True)
         rendered = render_instruction(
             template,
             instruction,

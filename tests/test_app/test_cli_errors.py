@@ -46,6 +46,9 @@ BAD_ARGUMENTS = [
     (["models", "use", "sharpen-draft", "--for", "bogus"], "--for: invalid choice: 'bogus'"),
     (["inspect", "/no/such/model.gguf"], "/no/such/model.gguf"),
     (["doctor", "--bogus"], "unrecognized arguments: --bogus"),
+    (["serve", "--port", "0"], "--port: must be between 1 and 65535, got 0 (as the setting server.port)"),
+    (["serve", "--queue", "-1"], "--queue: must be between 0 and 1024"),
+    (["serve", "--host", "0.0.0.0"], "--host 0.0.0.0 can be reached from other machines: give --api-key KEY"),
 ]
 
 

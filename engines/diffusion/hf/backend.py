@@ -24,6 +24,7 @@ import torch
 from engines.diffusion.hf.loading import LoadedModel, TorchLoadSettings, TorchSetupError, load_transformer
 from engines.diffusion.hf.tokenizer import CheckpointTokenizer
 from engines.errors import EngineError
+from engines.messages import Instruction
 from engines.threads import cpu_load, threads_for
 from models.hf_checkpoint import CheckpointInfo, inspect_checkpoint
 from models.transformer import LayerKV
@@ -89,7 +90,7 @@ class TorchDiffusionBackend:
     def tokenize(self, text: str, *, add_bos: bool, special: bool = False) -> list[int]:
         return self.tokenizer.encode(text, add_bos=add_bos)
 
-    def instruction_tokens(self, instruction: str) -> list[int]:
+    def instruction_tokens(self, instruction: Instruction) -> list[int]:
         return self.tokenizer.instruction_tokens(instruction)
 
     def piece(self, token_id: int) -> str:

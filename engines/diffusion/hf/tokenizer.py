@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from engines.chat_template import render_instruction
+from engines.messages import Instruction, plain_text
 from models.errors import MissingModelFile
 from models.hf_checkpoint import CheckpointError
 
@@ -91,9 +92,9 @@ class CheckpointTokenizer:
             ids = [bos, *ids]
         return ids
 
-    def instruction_tokens(self, instruction: str) -> list[int]:
+    def instruction_tokens(self, instruction: Instruction) -> list[int]:
         if self.chat_template is None:
-            return self.encode(instruction, add_bos=True)
+            return self.encode(plain_text(instruction), add_bos=True)
         rendered = render_instruction(
             self.chat_template, instruction, bos_text=self.bos_text or "", eos_text=self.eos_text or ""
         )

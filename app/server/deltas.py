@@ -1,0 +1,41 @@
+"""A reply's text as deltas that are never taken back: AR tokens as they come, a diffusion draft's settled
+text each time it grows (held back where a stop string may be starting), then the rest of the final text."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from app.reply import Reply
+from engines.diffusion.settled import first_stop
+from engines.events import Done, Event, Pass, Token
+
+
+def before_stops(text: str, stop: Sequence[str]) -> str:
+    """The part of `text` that no stop string can still cut: up to the first stop, less any tail that could
+    be the start of one."""
+    cut = first_stop(text, stop)
+    if cut is not None:
+        return text[:cut]
+    held = max((n for s in stop for n in range(1, len(s)) if text.endswith(s[:n])), default=0)
+    return text[: len(text) - held]
+
+
+class TextDeltas:
+    def __init__(self, reply: Reply, stop: Sequence[str] = ()) -> None:
+        self.reply = reply
+        self.stop = tuple(s for s in stop if s)
+        self.sent = ""
+
+    def feed(self, event: Event) -> str:
+        """The text this event adds to what was sent ("" for none)."""
+        if isinstance(event, Token):
+            text = self.sent + event.text
+        elif isinstance(event, Pass):
+            text = before_stops(self.reply.settled_text(event), self.stop)
+        else:
+            assert isinstance(event, Done)
+            text = event.text
+        if len(text) <= len(self.sent) or not text.startswith(self.sent):
+            return ""
+        delta, self.sent = text[len(self.sent) :], text
+        return delta

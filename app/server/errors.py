@@ -1,0 +1,59 @@
+"""Errors as OpenAI's API spells them: {"error": {"message", "type", "param", "code"}}."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from starlette.responses import JSONResponse
+
+from app.config import ConfigError
+from app.service import NoDraftModel, RoutingError
+from engines.errors import EngineError, InvalidRequestError, PromptTooLongError
+from models.errors import ModelError
+
+
+class ApiError(Exception):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        kind: str = "invalid_request_error",
+        code: str | None = None,
+        param: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.kind = kind
+        self.code = code
+        self.param = param
+        self.headers = dict(headers or {})
+
+    def body(self) -> dict[str, object]:
+        return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
+
+
+def bad_request(message: str, *, param: str | None = None, code: str | None = None) -> ApiError:
+    return ApiError(400, message, param=param, code=code)
+
+
+def api_error_for(error: Exception) -> ApiError:
+    """What a client is told about an error raised while serving its request."""
+    if isinstance(error, ApiError):
+        return error
+    if isinstance(error, PromptTooLongError):
+        return bad_request(str(error), param="messages", code="context_length_exceeded")
+    if isinstance(error, InvalidRequestError | ConfigError | RoutingError | ValueError | TypeError):
+        return bad_request(str(error))
+    if isinstance(error, NoDraftModel):
+        return ApiError(400, str(error), code="model_not_found")
+    if isinstance(error, ModelError):
+        return ApiError(503, str(error), kind="server_error", code="model_not_available")
+    if isinstance(error, EngineError):
+        return ApiError(500, str(error), kind="server_error")
+    return ApiError(500, f"internal error: {type(error).__name__}: {error}", kind="server_error")

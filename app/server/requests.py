@@ -1,0 +1,305 @@
+"""Request bodies checked and turned into the service's calls: each endpoint makes the call the TUI and the
+CLI make for the same intent, and gets a Reply back."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.config import BadValue, check_value, settings_registry
+from app.reply import DraftRequest, Reply
+from app.server.errors import ApiError, bad_request
+from app.service import SharpenService
+from engines.cancel import CancelToken
+from engines.diffusion.settings import DiffusionSettings
+from engines.options import options
+from router.request import ENGINES, POLICIES, QUALITIES, EngineName
+
+# The model id that leaves the choice to the router (listed by /v1/models beside the configured models).
+ROUTED = "sharpen"
+# OpenAI's limit, which clients expect.
+MAX_STOPS = 4
+DRAFT_OPTIONS = frozenset(item.name for item in options(DiffusionSettings))
+ROUTING_OPTIONS = {"engine": ENGINES, "policy": POLICIES, "quality": QUALITIES}
+
+
+@dataclass
+class Call:
+    """A request ready to run: its reply, its own cancel token, and how the answer is to be sent."""
+
+    reply: Reply
+    cancel: CancelToken
+    stream: bool = False
+    include_usage: bool = False
+    stop: tuple[str, ...] = ()
+    # llama.vim's `n_predict: 0`: evaluate the prompt so that the AR engine's cache holds it, answer nothing.
+    warm_up: bool = False
+    # What the answer's body and every chunk of it are stamped with.
+    id: str = field(default_factory=lambda: secrets.token_hex(12))
+    created: int = field(default_factory=lambda: int(time.time()))
+
+
+def _get(body: Mapping[str, Any], key: str, kind: type | tuple[type, ...], default: Any = None) -> Any:
+    value = body.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind in (int, float, (int, float))):
+        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise bad_request(f"{key} must be {names}, got {value!r}", param=key)
+    return value
+
+
+def _tokens(body: Mapping[str, Any], keys: tuple[str, ...], default: int) -> int:
+    for key in keys:
+        value = _get(body, key, int)
+        if value is not None:
+            if value < 1:
+                raise bad_request(f"{key} must be at least 1, got {value}", param=key)
+            return int(value)
+    return default
+
+
+def _stops(body: Mapping[str, Any]) -> tuple[str, ...]:
+    value = body.get("stop")
+    if value is None:
+        return ()
+    stops = [value] if isinstance(value, str) else value
+    if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops) or len(stops) > MAX_STOPS:
+        raise bad_request(f"stop must be a string or a list of up to {MAX_STOPS} strings", param="stop")
+    return tuple(s for s in stops if s)
+
+
+def _single_choice(body: Mapping[str, Any]) -> None:
+    if _get(body, "n", int, 1) != 1:
+        raise bad_request("n must be 1: Sharpen writes one choice per request", param="n")
+
+
+def _sampling(body: Mapping[str, Any]) -> dict[str, Any]:
+    """OpenAI's sampling fields as draft options (the names are DiffusionSettings' own)."""
+    chosen: dict[str, Any] = {}
+    for key in ("temperature", "top_p", "seed"):
+        if body.get(key) is not None:
+            chosen[key] = _checked_option(key, body[key], key)
+    return chosen
+
+
+def _checked_option(name: str, value: Any, param: str) -> Any:
+    try:
+        return check_value(settings_registry()[f"diffusion.{name}"], value)
+    except BadValue as error:
+        raise bad_request(f"{param} {error}", param=param) from None
+
+
+@dataclass(frozen=True)
+class SharpenOptions:
+    """The body's `sharpen` field: the engine, policy and quality to route with, and draft options."""
+
+    engine: EngineName | None = None
+    policy: Any = None
+    quality: Any = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+def _sharpen_options(body: Mapping[str, Any], engine: EngineName | None) -> SharpenOptions:
+    extra = _get(body, "sharpen", dict, {})
+    unknown = sorted(set(extra) - DRAFT_OPTIONS - set(ROUTING_OPTIONS))
+    if unknown:
+        known = ", ".join(sorted(DRAFT_OPTIONS | set(ROUTING_OPTIONS)))
+        raise bad_request(f"sharpen has unknown options {unknown}; known: {known}", param="sharpen")
+    for key, choices in ROUTING_OPTIONS.items():
+        if extra.get(key) is not None and extra[key] not in choices:
+            raise bad_request(f"sharpen.{key} must be one of {', '.join(choices)}", param=f"sharpen.{key}")
+    overrides = {
+        name: _checked_option(name, value, f"sharpen.{name}")
+        for name, value in extra.items()
+        if name in DRAFT_OPTIONS and value is not None
+    }
+    chosen_engine = extra.get("engine") or engine
+    return SharpenOptions(chosen_engine, extra.get("policy"), extra.get("quality"), overrides)
+
+
+def engine_for_model(service: SharpenService, model: Any) -> EngineName | None:
+    """The engine a request's `model` asks for: None to route ("sharpen", or none given)."""
+    if model is None or model == ROUTED or model == "":
+        return None
+    if not isinstance(model, str):
+        raise bad_request("model must be a string", param="model")
+    configured = service.config.models
+    if model == configured.complete:
+        return "ar"
+    if model == configured.draft and model.strip():
+        return "diffusion"
+    names = ", ".join(name for name in (ROUTED, configured.complete, configured.draft) if name)
+    raise ApiError(404, f"no model {model!r} here; the models are {names}", code="model_not_found", param="model")
+
+
+def _content(message: Mapping[str, Any], where: str) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                raise bad_request(f"{where}.content: only text parts are supported", param="messages")
+            texts.append(part["text"])
+        return "".join(texts)
+    raise bad_request(f"{where}.content must be a string or a list of text parts", param="messages")
+
+
+def _messages(body: Mapping[str, Any]) -> list[dict[str, str]]:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise bad_request("messages must be a non-empty list of {role, content}", param="messages")
+    turns = []
+    for number, message in enumerate(messages):
+        where = f"messages[{number}]"
+        if not isinstance(message, dict) or message.get("role") not in ("system", "developer", "user", "assistant"):
+            raise bad_request(f"{where} needs a role of system, user or assistant", param="messages")
+        role = "system" if message["role"] == "developer" else message["role"]
+        turns.append({"role": role, "content": _content(message, where)})
+    if turns[-1]["role"] != "user":
+        raise bad_request("the last message must be the user's: it is what the reply answers", param="messages")
+    return turns
+
+
+def _stream_options(body: Mapping[str, Any]) -> tuple[bool, bool]:
+    stream = bool(_get(body, "stream", bool, False))
+    options = _get(body, "stream_options", dict, {})
+    return stream, bool(options.get("include_usage", False))
+
+
+def chat_call(service: SharpenService, body: Mapping[str, Any]) -> Call:
+    """/v1/chat/completions. One instruction (after any system message) is a draft, routed by its length as
+    the editor's Ctrl+D is; a conversation with earlier replies is a chat turn, which AR answers."""
+    for unsupported in ("tools", "functions", "response_format"):
+        if body.get(unsupported):
+            raise bad_request(f"{unsupported} is not supported by Sharpen's models", param=unsupported)
+    _single_choice(body)
+    turns = _messages(body)
+    stream, include_usage = _stream_options(body)
+    chosen = _sharpen_options(body, engine_for_model(service, body.get("model")))
+    tokens = _tokens(body, ("max_completion_tokens", "max_tokens"), service.config.chat.max_tokens)
+    stop = _stops(body)
+    sampling = _sampling(body)
+    cancel = CancelToken()
+    conversation = any(turn["role"] == "assistant" for turn in turns)
+    if conversation and chosen.engine != "diffusion":
+        reply = service.chat(turns, max_tokens=tokens, stop=stop, cancel=cancel, **sampling)
+    else:
+        request = DraftRequest(
+            "draft",
+            turns[-1]["content"],
+            tokens=tokens,
+            overrides=sampling | chosen.overrides,
+            engine=chosen.engine,
+            policy=chosen.policy,
+            quality=chosen.quality,
+            history=tuple(turns[:-1]),
+            stop=stop,
+        )
+        reply = service.draft(request, cancel=cancel)
+    return Call(reply, cancel, stream, include_usage, stop)
+
+
+def completion_call(service: SharpenService, body: Mapping[str, Any]) -> Call:
+    """/v1/completions: a continuation (AR), or with `suffix` the gap between prompt and suffix, routed as a
+    rewrite is (AR fill-in-the-middle where the model has it, diffusion infill otherwise)."""
+    if body.get("echo"):
+        raise bad_request("echo is not supported", param="echo")
+    _single_choice(body)
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1:
+        prompt = prompt[0]
+    if not isinstance(prompt, str):
+        raise bad_request("prompt must be a string (one prompt per request)", param="prompt")
+    suffix = _get(body, "suffix", str, "")
+    stream, include_usage = _stream_options(body)
+    chosen = _sharpen_options(body, engine_for_model(service, body.get("model")))
+    # OpenAI's default for completions.
+    tokens = _tokens(body, ("max_tokens",), 16)
+    stop = _stops(body)
+    sampling = _sampling(body)
+    cancel = CancelToken()
+    if not suffix and chosen.engine != "diffusion":
+        reply = service.complete(prompt, max_tokens=tokens, stop=stop, cancel=cancel, trim="error", **sampling)
+    else:
+        request = DraftRequest(
+            "infill",
+            prompt,
+            after=suffix,
+            tokens=tokens,
+            overrides=sampling | chosen.overrides,
+            engine=chosen.engine,
+            policy=chosen.policy,
+            quality=chosen.quality,
+            stop=stop,
+        )
+        reply = service.draft(request, cancel=cancel)
+    return Call(reply, cancel, stream, include_usage, stop)
+
+
+def infill_call(service: SharpenService, body: Mapping[str, Any]) -> Call:
+    """llama-server's /infill: `input_prefix` + `prompt` before the cursor, `input_suffix` after it, and
+    `input_extra` chunks of other files as context in front. `n_predict: 0` (llama.vim's warm-up when its
+    extra context changes) evaluates the prompt on the AR engine and answers no text."""
+    extra = body.get("input_extra") or []
+    if not isinstance(extra, list) or not all(isinstance(c, dict) and isinstance(c.get("text"), str) for c in extra):
+        raise bad_request("input_extra must be a list of {filename, text}", param="input_extra")
+    before = "".join(chunk["text"] for chunk in extra)
+    before += _get(body, "input_prefix", str, "") + _get(body, "prompt", str, "")
+    after = _get(body, "input_suffix", str, "")
+    n_predict = _get(body, "n_predict", int, -1)
+    warm_up = n_predict == 0
+    tokens = 1 if warm_up else n_predict if n_predict > 0 else service.config.complete.max_tokens
+    stop = _stops(body)
+    chosen = _sharpen_options(body, "ar" if warm_up else None)
+    cancel = CancelToken()
+    request = DraftRequest(
+        "infill",
+        before,
+        after=after,
+        tokens=tokens,
+        overrides=_sampling(body) | chosen.overrides,
+        engine=chosen.engine,
+        policy=chosen.policy,
+        quality=chosen.quality,
+        stop=stop,
+    )
+    stream = bool(_get(body, "stream", bool, False)) and not warm_up
+    return Call(service.draft(request, cancel=cancel), cancel, stream, False, stop, warm_up=warm_up)
+
+
+def draft_call(service: SharpenService, body: Mapping[str, Any]) -> Call:
+    """/v1/sharpen/drafts: a diffusion draft (`prompt` or `messages`) or rewrite (`before` and `after`)
+    whose every pass is streamed."""
+    options = dict(_get(body, "sharpen", dict, {}))
+    options.setdefault("engine", "diffusion")
+    if options["engine"] != "diffusion":
+        raise bad_request("the pass stream is a diffusion draft's: sharpen.engine must be diffusion", param="sharpen")
+    chosen = _sharpen_options({"sharpen": options}, None)
+    tokens = _tokens(body, ("max_tokens",), service.config.diffusion.tokens)
+    stop = _stops(body)
+    common: dict[str, Any] = {
+        "tokens": tokens,
+        "overrides": _sampling(body) | chosen.overrides,
+        "engine": "diffusion",
+        "policy": chosen.policy,
+        "quality": chosen.quality,
+        "stop": stop,
+    }
+    if "before" in body or "after" in body:
+        request = DraftRequest("infill", _get(body, "before", str, ""), after=_get(body, "after", str, ""), **common)
+    elif "messages" in body:
+        turns = _messages(body)
+        request = DraftRequest("draft", turns[-1]["content"], history=tuple(turns[:-1]), **common)
+    else:
+        prompt = _get(body, "prompt", str)
+        if prompt is None:
+            raise bad_request("give prompt, messages, or before and after", param="prompt")
+        request = DraftRequest("draft", prompt, **common)
+    cancel = CancelToken()
+    return Call(service.draft(request, cancel=cancel), cancel, True, False, stop)

@@ -1,0 +1,50 @@
+"""Models served by another machine through an OpenAI-compatible API: `openai:http://host:port/v1#MODEL`."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from models.errors import ModelError
+
+OPENAI_PREFIX = "openai:"
+
+
+class BadRemoteSource(ModelError):
+    pass
+
+
+@dataclass(frozen=True)
+class RemoteSource:
+    # The API's base URL, ending in /v1 as OpenAI's clients expect.
+    base_url: str
+    # The model name the server knows (sent as `model` with every request).
+    model: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.model} at {self.base_url}"
+
+
+def remote_api_key() -> str:
+    """The key sent to a remote server: $SHARPEN_REMOTE_API_KEY, else $OPENAI_API_KEY (what OpenAI's own
+    clients read), else a placeholder (servers on loopback usually ask for none)."""
+    return os.environ.get("SHARPEN_REMOTE_API_KEY") or os.environ.get("OPENAI_API_KEY") or "none"
+
+
+def is_remote(source: str) -> bool:
+    return source.startswith(OPENAI_PREFIX)
+
+
+def parse_remote(source: str) -> RemoteSource:
+    """`openai:URL#MODEL` as a RemoteSource; a BadRemoteSource says what is wrong with it."""
+    url, _, model = source.removeprefix(OPENAI_PREFIX).partition("#")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise BadRemoteSource(
+            f"{source!r} is not a remote model: write openai:http://HOST:PORT/v1#MODEL (an http or https URL)"
+        )
+    if not model.strip():
+        raise BadRemoteSource(f"{source!r} names no model: add #MODEL, the name the server lists at {url}/models")
+    return RemoteSource(base_url=url.rstrip("/"), model=model.strip())
