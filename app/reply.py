@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from app.context import ContextUse, rewrite_instruction
 from engines.ar_engine import AREngine
 from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.schedule import timestep_passes
@@ -29,13 +30,22 @@ DraftKind = Literal["draft", "infill"]
 
 @dataclass(frozen=True)
 class DraftRequest:
-    """A draft (an instruction) or a rewrite (the gap between two texts), as the user asked for it."""
+    """A draft written at the cursor, or a rewrite of the selection, as the user asked for it.
+
+    - `draft` with an instruction: text that answers it, written to fit between `before` and `after` (the
+      document around the cursor); without one, what belongs at the cursor.
+    - `infill` (a rewrite): new text for `selection`, between `before` and `after`, following the
+      instruction where there is one.
+    """
 
     kind: DraftKind
-    # The instruction, or the text before the gap.
-    prompt: str
-    # The text after the gap.
+    instruction: str = ""
+    _: KW_ONLY
+    # The document before and after the cursor (or the selection); the service fits them to the model.
+    before: str = ""
     after: str = ""
+    # The text a rewrite replaces.
+    selection: str = ""
     # None: the configured diffusion.tokens.
     tokens: int | None = None
     # DiffusionSettings options given for this request only (the command line's flags); fixing `steps`
@@ -53,16 +63,27 @@ class DraftRequest:
     stop: tuple[str, ...] = ()
 
     @property
-    def instruction(self) -> str | list[ChatMessage]:
-        """What the model answers: the prompt alone, or the conversation that ends with it."""
+    def asked(self) -> str:
+        """What the model is asked to do ("" for none: write what belongs in the gap)."""
+        if self.kind == "infill" and self.instruction.strip():
+            return rewrite_instruction(self.instruction, self.selection)
+        return self.instruction if self.instruction.strip() else ""
+
+    def conversation(self, asked: str | None = None) -> str | list[ChatMessage]:
+        """What the model answers: the request (`asked`, or what the user asked) alone, or the conversation
+        that ends with it."""
+        asked = self.asked if asked is None else asked
         if not self.history:
-            return self.prompt
-        return [*self.history, {"role": "user", "content": self.prompt}]
+            return asked
+        return [*self.history, {"role": "user", "content": asked}]
 
     @property
     def recorded_prompt(self) -> str:
-        """The prompt as a trace records it: an infill shows where its gap was."""
-        return self.prompt if self.kind == "draft" else f"{self.prompt}\u2026{self.after}"
+        """The prompt as a trace records it: a gap in the document shows where it was."""
+        if self.kind == "draft" and not (self.before or self.after):
+            return self.instruction
+        gap = f"{self.before[-200:]}\u2026{self.after[:200]}"
+        return f"{self.instruction}\n\n{gap}" if self.instruction.strip() else gap
 
 
 # Opens the engine's stream: returns the events and the engine that yields them.
@@ -94,6 +115,8 @@ class Reply:
         self.started = time.perf_counter()
         self._opener: Opener | None = opener
         self._engine: AREngine | DiffusionEngine | None = None
+        # What the model was given of the document around the cursor (set when the reply runs).
+        self.context: ContextUse | None = None
         self._created = ""
 
     def __iter__(self) -> Iterator[Event]:
@@ -180,4 +203,6 @@ class Reply:
         payload |= self.done.stats.as_json()
         if self.settings is not None:
             payload["settings"] = self.settings.as_dict()
+        if self.context is not None:
+            payload["context"] = self.context.as_json()
         return payload

@@ -14,6 +14,7 @@ from typing import Any
 
 from app.atomic import write_atomic
 from app.config import Config, ConfigError, DiffusionSection, load_config, read_raw, set_value
+from app.context import ContextUse, document_instruction, fit_context
 from app.model_manager import ModelManager
 from app.paths import SharpenPaths, sharpen_paths
 from app.reply import DraftRequest, Opener, Reply
@@ -42,6 +43,9 @@ from router.cost import DiffusionPlan
 from router.policy import NoEngineAvailable, decide
 from router.profile import CostProfile, DeviceClass, ModelSize, estimate_profile, load_profile, save_profile
 from router.request import EngineName, Policy, Request, Route, approximate_tokens
+
+# The words document_instruction puts around the document, in tokens (a little more than they take).
+DOCUMENT_WORDS_TOKENS = 24
 
 
 class RoutingError(Exception):
@@ -124,49 +128,88 @@ class SharpenService:
         return chosen if top_p is None else replace(chosen, top_p=top_p)
 
     def draft(self, request: DraftRequest, *, cancel: CancelToken | None = None) -> Reply:
-        """A draft or a rewrite: routed, its settings settled once, on the engine the route chose. The
-        engine loads and runs when the reply is iterated."""
+        """A draft or a rewrite: routed (the document around the cursor counted in), its settings settled
+        once, on the engine the route chose. The engine loads and runs when the reply is iterated; the
+        document is fitted to the model's context then, and the reply records what was left out."""
         tokens = request.tokens or self.config.diffusion.tokens
         overrides = {name: value for name, value in request.overrides.items() if value is not None}
         settings = self.draft_settings(**overrides)
+        route = self._draft_route(request, tokens, settings)
+        own = CancelToken(parent=cancel)  # also stops the passes once a stop string has settled
+        sampling = self._sampling(
+            self.config.chat.temperature if request.asked else self.config.complete.temperature,
+            overrides.get("temperature"),
+            overrides.get("top_p"),
+            overrides.get("seed"),
+        )
+
+        def on_ar(engine: AREngine) -> Iterator[Event]:
+            if not request.asked:  # what belongs at the cursor: a continuation (FIM where the model has it)
+                fitted = self._fit(reply, request, engine.context_length - tokens, engine.count_tokens)
+                return engine.complete(
+                    fitted.before, fitted.after, max_tokens=tokens, stop=request.stop,
+                    sampling=sampling, cancel=cancel,
+                )  # fmt: skip
+            asked = request.asked
+            if request.kind == "draft" and (request.before or request.after):
+                # The document goes into the request: the reply is the text for the cursor.
+                budget = engine.context_length - tokens - engine.count_tokens(document_instruction(asked, "", ""))
+                fitted = self._fit(reply, request, budget - DOCUMENT_WORDS_TOKENS, engine.count_tokens)
+                asked = document_instruction(asked, fitted.before, fitted.after)
+            return engine.chat(
+                request.conversation(asked), max_tokens=tokens, stop=request.stop, sampling=sampling, cancel=cancel
+            )
+
+        def on_diffusion(engine: DiffusionEngine) -> Iterator[Event]:
+            asked = request.conversation() if request.asked else ""
+            prompt = len(engine.instruction_prompt(asked, chat=request.chat)) if asked else 1
+            fitted = self._fit(reply, request, engine.context_length - tokens - prompt, engine.count_tokens)
+            events = (
+                engine.draft(
+                    asked, tokens, chosen, chat=request.chat, cancel=own, before=fitted.before, after=fitted.after
+                )
+                if asked
+                else engine.infill(fitted.before, fitted.after, tokens, chosen, cancel=own)
+            )
+            return stopping_at(events, request.stop, engine.backend.decode, own) if request.stop else events
+
+        recorded = request.recorded_prompt
+        if route.engine == "ar":
+            reply = Reply(route, self._on_ar(on_ar), tokens=tokens, kind=request.kind, prompt=recorded)
+            return reply
+        # Steps the user fixed are kept; otherwise the router's K.
+        chosen = settings if "steps" in overrides else self.routed_settings(route, settings)
+        opener = self._on_diffusion(on_diffusion)
+        reply = Reply(route, opener, tokens=tokens, settings=chosen, kind=request.kind, prompt=recorded)
+        return reply
+
+    @staticmethod
+    def _fit(reply: Reply, request: DraftRequest, budget: int, count: Callable[[str], int]) -> ContextUse:
+        """The document fitted to the model; the reply records it (a request without one records nothing)."""
+        if not request.before and not request.after:
+            return ContextUse("", "")
+        reply.context = fit_context(request.before, request.after, budget, count)
+        return reply.context
+
+    def _draft_route(self, request: DraftRequest, tokens: int, settings: DiffusionSettings) -> Route:
+        """The route, with the document around the cursor counted in the prompt (each diffusion pass reads
+        it again) and said in the reason."""
+        readable = max(0, self.config.diffusion.n_ctx - tokens)
+        before = min(approximate_tokens(request.before), readable)
+        after = min(approximate_tokens(request.after), max(0, readable - before))
         routing = Request(
             kind=request.kind,
             output_tokens=tokens,
-            prompt_tokens=approximate_tokens(request.prompt),
-            suffix_tokens=approximate_tokens(request.after),
+            prompt_tokens=approximate_tokens(request.asked) + before,
+            suffix_tokens=after,
             force_engine=request.engine,
             quality=request.quality or self.config.router.quality,
         )
         route = self.route(routing, request.policy, settings)
-        instruction, after, recorded = request.instruction, request.after, request.recorded_prompt
-        if route.engine == "ar":
-            sampling = self._sampling(
-                self.config.chat.temperature if request.kind == "draft" else self.config.complete.temperature,
-                overrides.get("temperature"),
-                overrides.get("top_p"),
-                overrides.get("seed"),
-            )
-            opener = (
-                self._answer(instruction, tokens, sampling, cancel, request.stop)
-                if request.kind == "draft"
-                else self._completion(request.prompt, after, tokens, sampling, cancel, stop=request.stop)
-            )
-            return Reply(route, opener, tokens=tokens, kind=request.kind, prompt=recorded)
-        if "steps" not in overrides:  # steps the user fixed are kept; otherwise the router's K
-            settings = self.routed_settings(route, settings)
-        # The request's own token: it stops the passes once a stop string has settled.
-        own = CancelToken(parent=cancel)
-
-        def passes(engine: DiffusionEngine) -> Iterator[Event]:
-            events = (
-                engine.draft(instruction, tokens, settings, chat=request.chat, cancel=own)
-                if request.kind == "draft"
-                else engine.infill(request.prompt, after, tokens, settings, cancel=own)
-            )
-            return stopping_at(events, request.stop, engine.backend.decode, own) if request.stop else events
-
-        opener = self._on_diffusion(passes)
-        return Reply(route, opener, tokens=tokens, settings=settings, kind=request.kind, prompt=recorded)
+        reason = route.reason
+        if before + after:
+            reason += f"; the estimates count ~{before + after} tokens of the document around the cursor"
+        return replace(route, reason=reason)
 
     def _completion(
         self,
@@ -381,7 +424,7 @@ class SharpenService:
         """The configured model's size, for cost estimates; None if it is missing or unreadable. Read once
         per version of the file: every route asks."""
         name = getattr(self.config.models, role).strip()
-        if not name or self.models.remote(name) is not None:
+        if not name or (role == "complete" and self._remote_complete()):
             return None
         try:
             model = self.models.resolve(name)
@@ -417,7 +460,7 @@ class SharpenService:
         for engine, name in configured:
             if not name.strip():
                 continue
-            if engine == "ar" and self.models.remote(name) is not None:
+            if engine == "ar" and self._remote_complete():
                 present[engine] = name  # whether it answers shows on the first request
                 continue
             try:

@@ -52,9 +52,12 @@ class AREngine(Protocol):
         stop: Sequence[str] = (),
         sampling: Sampling = GREEDY,
         cancel: CancelToken | None = None,
+        reply_start: str = "",
     ) -> Iterator[Event]: ...
 
     def forget_cache(self) -> None: ...
+
+    def count_tokens(self, text: str) -> int: ...
 
     def leading_text(self, text: str, tokens: int) -> str:
         """The start of `text` that is about `tokens` tokens long (calibration's prompt)."""

@@ -116,6 +116,9 @@ class LlamaAREngine:
         )
         return open_llama(self.gguf, shape, hint)
 
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenize(text, add_bos=False)) if text else 0
+
     def leading_text(self, text: str, tokens: int) -> str:
         return self.detokenize(self.tokenize(text)[:tokens])
 
@@ -172,7 +175,9 @@ class LlamaAREngine:
         has_bos = bool(tokens) and tokens[0] == self.gguf.bos_token_id and self._adds_bos()
         return trim_left(tokens, budget, keep_first=1 if has_bos else 0)
 
-    def chat_prompt(self, instruction: Instruction, max_tokens: int) -> list[int]:
+    def chat_prompt(self, instruction: Instruction, max_tokens: int, reply_start: str = "") -> list[int]:
+        """The chat template's tokens for `instruction`; the reply then begins with `reply_start` (the document
+        before the cursor, which the reply continues), given and not generated."""
         template = self.gguf.chat_template
         if template is None:
             raise InvalidRequestError(f"{self.model_path.name} has no chat template, so it cannot follow instructions")
@@ -183,6 +188,7 @@ class LlamaAREngine:
             eos_text=self._token_text(self.gguf.eos_token_id),
         )
         tokens = self.tokenize(rendered.text, add_bos=not rendered.has_bos, special=True)
+        tokens += self.tokenize(reply_start, add_bos=False) if reply_start else []
         self._check_max_tokens(max_tokens)
         if len(tokens) + max_tokens > self.context_length:
             raise PromptTooLongError(len(tokens), max_tokens, self.context_length)
@@ -232,12 +238,14 @@ class LlamaAREngine:
         stop: Sequence[str] = (),
         sampling: Sampling = GREEDY,
         cancel: CancelToken | None = None,
+        reply_start: str = "",
     ) -> Iterator[Event]:
-        """Stream the model's reply to an instruction or a conversation, through the model's own chat template."""
+        """Stream the model's reply to an instruction or a conversation, through the model's own chat template;
+        a reply that must go on from `reply_start` (the document so far) streams what follows it."""
         if is_blank(instruction):
             raise EmptyPromptError()
         with self._lock:
-            tokens = self.chat_prompt(instruction, max_tokens)
+            tokens = self.chat_prompt(instruction, max_tokens, reply_start)
             yield from self._generate(tokens, 0, max_tokens, stop, sampling, cancel or NEVER_CANCELLED)
 
     def _cached_prefix(self, tokens: Sequence[int]) -> int:

@@ -38,6 +38,9 @@ class RemoteAREngine:
     def context_length(self) -> int:
         return self._context_length
 
+    def count_tokens(self, text: str) -> int:
+        return -(-len(text) // CHARS_PER_TOKEN)
+
     def leading_text(self, text: str, tokens: int) -> str:
         return text[: tokens * CHARS_PER_TOKEN]
 
@@ -85,11 +88,15 @@ class RemoteAREngine:
         stop: Sequence[str] = (),
         sampling: Sampling = GREEDY,
         cancel: CancelToken | None = None,
+        reply_start: str = "",
     ) -> Iterator[Event]:
         if is_blank(instruction):
             raise EmptyPromptError()
         self._check_max_tokens(max_tokens)
         messages: Any = as_messages(instruction)
+        if reply_start:
+            # OpenAI's API cannot start the reply for the model: the document goes into the request instead.
+            messages[-1]["content"] += f"\n\nGo on from the end of this text:\n\n{reply_start}"
         return self._stream(
             lambda: self._client.chat.completions.create(
                 model=self.source.model,

@@ -28,9 +28,9 @@ class RemoteSource:
 
 
 def remote_api_key() -> str:
-    """The key sent to a remote server: $SHARPEN_REMOTE_API_KEY, else $OPENAI_API_KEY (what OpenAI's own
-    clients read), else a placeholder (servers on loopback usually ask for none)."""
-    return os.environ.get("SHARPEN_REMOTE_API_KEY") or os.environ.get("OPENAI_API_KEY") or "none"
+    """The key sent to a remote server: $SHARPEN_REMOTE_API_KEY, else a placeholder (servers on loopback
+    usually ask for none). Not $OPENAI_API_KEY: that key is for OpenAI, not for whatever server is named."""
+    return os.environ.get("SHARPEN_REMOTE_API_KEY") or "none"
 
 
 def is_remote(source: str) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,8 @@ from textual.widgets import Footer
 
 from app.config import KeysSection, settings_registry
 from app.documents import DocumentError, DocumentStore
-from app.reply import DraftRequest
+from app.draft_history import DraftHistory, PastDraft
+from app.reply import DraftRequest, Reply
 from app.service import SharpenError, SharpenService
 from engines.cancel import CancelToken
 from engines.diffusion.trace import TraceError, load_trace
@@ -29,8 +31,10 @@ from router.request import approximate_tokens
 from ui.draft_panel import DraftEnded, DraftPanel, DraftRun
 from ui.editor import SharpenEditor
 from ui.messages import SuggestionReady
-from ui.screens.dialogs import DraftAsk, DraftPromptScreen, PathScreen, RecoveryScreen
+from ui.requests import draft_at_cursor, rewrite_of_selection
+from ui.screens.dialogs import DraftAsk, DraftPromptScreen, PathScreen, RecoveryScreen, RewriteScreen
 from ui.screens.help import HelpScreen
+from ui.screens.history import HistoryScreen
 from ui.screens.models import ModelsScreen
 from ui.screens.playback import PlaybackScreen
 from ui.status import StatusBar, StatusInfo
@@ -40,6 +44,10 @@ APP_KEYS: tuple[tuple[str, str, str, str, bool], ...] = (
     ("draft", "draft", "draft", "Draft", True),
     ("rewrite", "rewrite", "rewrite", "Rewrite", True),
     ("accept_draft", "accept_draft", "accept_draft", "Insert draft", False),
+    ("another_candidate", "another_candidate", "another_candidate", "Another candidate", False),
+    ("previous_candidate", "previous_candidate", "previous_candidate", "Previous candidate", False),
+    ("next_candidate", "next_candidate", "next_candidate", "Next candidate", False),
+    ("draft_history", "draft_history", "draft_history", "Past drafts", False),
     ("playback", "playback", "playback", "Playback", True),
     ("toggle_autocomplete", "toggle_autocomplete", "toggle_autocomplete", "Ghost on/off", False),
     ("save", "save", "save", "Save", True),
@@ -53,6 +61,8 @@ EDITOR_KEYS = ("accept_suggestion", "accept_word", "dismiss")
 DEFAULT_KEYS = KeysSection()
 # The longest estimated pass (over 256 positions) a calibration runs by itself for: seconds, not minutes.
 QUICK_PASS_LIMIT_S = 1.0
+# Candidates after the first are sampled (a new seed alone changes nothing in greedy decoding).
+CANDIDATE_TEMPERATURE = 0.8
 
 
 class SharpenApp(App[None]):
@@ -74,6 +84,7 @@ class SharpenApp(App[None]):
         self.document = document
         self.trace_path = trace
         self.store = DocumentStore(service.paths.state_dir / "autosave")
+        self.history = DraftHistory(service.paths.state_dir / "drafts.sqlite3")
         self.saved_text = ""
         self.autosaved_text = ""
         self._complete_cancel = CancelToken()
@@ -255,8 +266,9 @@ class SharpenApp(App[None]):
         self.push_screen(DraftPromptScreen(self.service.config.diffusion.tokens), self._draft_asked)
 
     def _draft_asked(self, ask: DraftAsk | None) -> None:
-        if ask is not None:
-            self.start_draft(DraftRequest("draft", ask.prompt, tokens=ask.tokens), f"Draft: {ask.prompt[:70]}")
+        if ask is None:
+            return
+        self.start_draft(draft_at_cursor(self.editor, ask.prompt, ask.tokens), f"Draft: {ask.prompt[:70] or 'here'}")
 
     def action_rewrite(self) -> None:
         editor = self.editor
@@ -266,13 +278,15 @@ class SharpenApp(App[None]):
         if self.panel.refining:
             self.notify("a draft is already refining: esc cancels it")
             return
-        start, end = sorted(editor.selection)
-        before = editor.get_text_range((0, 0), start)
-        after = editor.get_text_range(end, editor.document.end)
-        tokens = max(8, round(approximate_tokens(editor.selected_text) * 1.25))
-        self.start_draft(DraftRequest("infill", before, after, tokens=tokens), "Rewrite of the selection")
+        self.push_screen(RewriteScreen(approximate_tokens(editor.selected_text)), self._rewrite_asked)
 
-    def start_draft(self, request: DraftRequest, label: str) -> None:
+    def _rewrite_asked(self, ask: DraftAsk | None) -> None:
+        if ask is None or self.editor.selection.is_empty:
+            return
+        label = f"Rewrite: {ask.prompt[:70]}" if ask.prompt else "Rewrite of the selection"
+        self.start_draft(rewrite_of_selection(self.editor, ask.prompt, ask.tokens), label)
+
+    def start_draft(self, request: DraftRequest, label: str, *, another: bool = False) -> None:
         """Ask the service for the draft and hand its reply to the panel, which refines it in a worker."""
         self._calibration.cancel()  # a draft comes first; the calibration runs again after it
         cancel = CancelToken()
@@ -281,7 +295,63 @@ class SharpenApp(App[None]):
         except SharpenError as error:
             self.notify(str(error), severity="error", timeout=10)
             return
-        self.panel.start(reply, cancel, f"{label} · {reply.tokens} tokens", self.editor.selected_text)
+        selection = request.selection if request.kind == "infill" else ""
+        title = f"{label} · {reply.tokens} tokens"
+        self.panel.start(reply, cancel, title, selection, request=request, another=another)
+
+    def action_another_candidate(self) -> None:
+        run = self.panel.run
+        if run is None or run.request is None:
+            raise SkipAction()
+        if self.panel.refining:
+            self.notify("this candidate is still refining: esc cancels it")
+            return
+        request = run.request
+        temperature = max(float(request.overrides.get("temperature") or 0.0), CANDIDATE_TEMPERATURE)
+        seed = len(self.panel.candidates)
+        again = replace(request, overrides={**request.overrides, "seed": seed, "temperature": temperature})
+        self.start_draft(again, self.panel.title.rsplit(" · ", 1)[0], another=True)
+
+    def action_previous_candidate(self) -> None:
+        if not self.panel.flip(-1):
+            raise SkipAction()
+
+    def action_next_candidate(self) -> None:
+        if not self.panel.flip(+1):
+            raise SkipAction()
+
+    @on(DraftEnded)
+    def keep_in_history(self, ended: DraftEnded) -> None:
+        """Every finished draft goes into this document's history (in a worker: a trace can be megabytes)."""
+        run = ended.run
+        if run.state != "ready" or run.reply is None or run.request is None:
+            return
+        reply, document, instruction = run.reply, self.document, run.request.instruction
+        self.run_worker(lambda: self._keep(document, reply, instruction), thread=True, group="history")
+
+    def _keep(self, document: Path | None, reply: Reply, instruction: str) -> None:
+        self.history.add(document, reply, instruction)
+        self._warn_about_history()
+
+    def _warn_about_history(self) -> None:
+        if self.history.warning:
+            warning, self.history.warning = self.history.warning, ""
+            self.call_from_thread(self.notify, warning, severity="warning", timeout=10)
+
+    def action_draft_history(self) -> None:
+        if self.panel.refining:
+            self.notify("a draft is refining: esc cancels it")
+            return
+        self.run_worker(self._open_history, thread=True, group="history", exclusive=True)
+
+    def _open_history(self) -> None:
+        drafts = self.history.drafts(self.document)
+        self._warn_about_history()
+        self.call_from_thread(self.push_screen, HistoryScreen(drafts), self._past_chosen)
+
+    def _past_chosen(self, past: PastDraft | None) -> None:
+        if past is not None:
+            self.panel.show_past(past)
 
     @on(DraftEnded)
     def calibrate_in_background(self, ended: DraftEnded) -> None:
@@ -319,10 +389,13 @@ class SharpenApp(App[None]):
             raise SkipAction()
         run, text = finished
         editor = self.editor
-        if run.kind == "infill" and editor.selected_text == run.original_selection:
+        # One step of undo: the edits before and after are kept out of the draft's.
+        editor.history.checkpoint()
+        if run.kind == "infill" and run.original_selection and editor.selected_text == run.original_selection:
             editor.replace(text, *sorted(editor.selection))
         else:
             editor.insert(text)
+        editor.history.checkpoint()
         self.panel.close()
         editor.focus()
 
@@ -374,7 +447,12 @@ class SharpenApp(App[None]):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         yield SystemCommand("Draft at the cursor", "Write a draft with the router's engine", self.action_draft)
-        yield SystemCommand("Rewrite the selection", "Infill conditioned on both sides", self.action_rewrite)
+        yield SystemCommand(
+            "Rewrite the selection", "With an instruction, or infill from both sides", self.action_rewrite
+        )
+        yield SystemCommand(
+            "Past drafts", "Reopen, replay or insert a past draft of this document", self.action_draft_history
+        )
         yield SystemCommand("Play back the last draft", "Scrub through its refinement passes", self.action_playback)
         yield SystemCommand("Load a trace", "Play back a saved refinement trace", self.action_load_trace)
         yield SystemCommand("Toggle autocomplete", "Ghost-text completions on or off", self.action_toggle_autocomplete)

@@ -17,11 +17,12 @@ from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Label
 
-from app.reply import Reply
+from app.draft_history import PastDraft
+from app.reply import DraftRequest, Reply
 from app.service import SharpenError
 from engines.cancel import CancelToken
 from engines.diffusion.trace import Trace
-from engines.events import DiffusionStats, Done, Pass, Token
+from engines.events import DiffusionStats, Done, GenerationStats, Pass, Token
 from ui.refinement import RefinementView
 
 DraftState = Literal["refining", "ready", "cancelled", "failed"]
@@ -31,10 +32,15 @@ StatusReport = Callable[..., None]
 
 @dataclass
 class DraftRun:
-    reply: Reply
+    """One candidate in the panel: a reply refining or finished, or a past draft reopened from the history."""
+
+    reply: Reply | None
     cancel: CancelToken
     # The selection a rewrite replaces (it is replaced only if it is still selected on insert).
     original_selection: str = ""
+    # What was asked: another candidate asks it again with a new seed.
+    request: DraftRequest | None = None
+    past: PastDraft | None = None
     state: DraftState = "refining"
     # Set when the panel has handled the end of the draft (the reply's own `done` is set a moment
     # earlier, by the worker thread).
@@ -45,11 +51,16 @@ class DraftRun:
 
     @property
     def kind(self) -> str:
-        return self.reply.kind
+        if self.reply is not None:
+            return self.reply.kind
+        return self.past.kind if self.past is not None else "draft"
 
     @property
     def passes(self) -> list[Pass]:
-        return self.reply.passes
+        if self.reply is not None:
+            return self.reply.passes
+        trace = self.past.trace() if self.past is not None else None
+        return trace.passes if trace is not None else []
 
 
 # The worker's messages name their run, so a late message from a replaced draft is dropped.
@@ -88,7 +99,11 @@ class Failed(Message):
 class DraftEnded(Message):
     """A draft finished (or was cancelled): its engine is free again. Bubbles up to the app."""
 
-    engine: str
+    run: DraftRun
+
+    @property
+    def engine(self) -> str:
+        return self.run.reply.engine if self.run.reply is not None else ""
 
 
 class DraftPanel(Vertical):
@@ -103,6 +118,9 @@ class DraftPanel(Vertical):
         super().__init__(id=id)
         self.report = report
         self.run: DraftRun | None = None
+        # Every candidate of the request in the panel (`run` is the one shown).
+        self.candidates: list[DraftRun] = []
+        self.title = ""
         # The trace of the newest diffusion draft, for playback.
         self.last_trace: Trace | None = None
 
@@ -122,9 +140,20 @@ class DraftPanel(Vertical):
 
     # ----- the draft's life ----------------------------------------------------------------------
 
-    def start(self, reply: Reply, cancel: CancelToken, title: str, original_selection: str = "") -> None:
-        """Open the panel on a routed reply and refine it in a thread worker."""
-        run = DraftRun(reply, cancel, original_selection)
+    def start(
+        self,
+        reply: Reply,
+        cancel: CancelToken,
+        title: str,
+        original_selection: str = "",
+        *,
+        request: DraftRequest | None = None,
+        another: bool = False,
+    ) -> None:
+        """Open the panel on a routed reply and refine it in a thread worker; `another` keeps the candidates
+        already there (the same request asked again)."""
+        run = DraftRun(reply, cancel, original_selection, request)
+        self.candidates = [*self.candidates, run] if another else [run]
         self.run = run
         self.open(title)
         route = reply.route
@@ -141,8 +170,63 @@ class DraftPanel(Vertical):
         )
         self.run_worker(lambda: self._refine(run), thread=True, group="draft", exit_on_error=False)
 
+    def show_past(self, past: PastDraft) -> None:
+        """Open the panel on a draft from the history, ready to insert (and to play back, if diffusion)."""
+        stats = GenerationStats(0, 0, 0, 0, None, 0.0, "eos")
+        run = DraftRun(None, CancelToken(), past=past, state="ready", done=Done(past.text, stats))
+        self.candidates, self.run = [run], run
+        asked = past.instruction or ("a rewrite" if past.kind == "infill" else "what belongs here")
+        self.open(f"Past draft · {past.created[:16].replace('T', ' ')} · {past.engine} · {asked[:60]}")
+        self._draw(run)
+        trace = past.trace()
+        if trace is not None:
+            self.last_trace = trace
+        self.hint(self._ready_hint(run))
+
+    def flip(self, step: int) -> bool:
+        """Show the previous (-1) or next (+1) candidate; False if there is none that way, or one refines."""
+        if self.run is None or self.refining or self.run not in self.candidates:
+            return False
+        index = self.candidates.index(self.run) + step
+        if not 0 <= index < len(self.candidates):
+            return False
+        run = self.candidates[index]
+        self.run = run
+        self._draw(run)
+        self.hint(self._ready_hint(run) if run.state == "ready" else f"{run.state} · esc closes")
+        if run.done is not None and run.reply is not None:
+            trace = run.reply.trace()
+            if trace is not None:
+                self.last_trace = trace
+        return True
+
+    def _draw(self, run: DraftRun) -> None:
+        passes = run.passes
+        self.view.current = passes[-1] if passes else None
+        self.view.streamed = "" if passes else run.done.text if run.done is not None else ""
+        self.query_one("#draft-title", Label).update(self._title())
+
+    def _title(self) -> str:
+        if len(self.candidates) < 2 or self.run not in self.candidates:
+            return self.title
+        return f"{self.title} · candidate {self.candidates.index(self.run) + 1} of {len(self.candidates)}"
+
+    def _ready_hint(self, run: DraftRun) -> str:
+        hint = "ctrl+enter / ctrl+y inserts · esc drops"
+        if run.passes:
+            hint += " · f5 plays the passes back"
+        if run.request is not None:
+            hint += " · ctrl+n another candidate"
+        if len(self.candidates) > 1:
+            hint += " · ctrl+b / ctrl+f flip"
+        context = run.reply.context if run.reply is not None else None
+        if context is not None and not context.complete:
+            hint += f" · {context.left_out_before + context.left_out_after:,} characters of the document left out"
+        return hint
+
     def _refine(self, run: DraftRun) -> None:
         """In the worker thread: run the reply, posting what the panel should show."""
+        assert run.reply is not None, "a past draft has nothing to refine"
         text, count = "", 0
         try:
             for event in run.reply:
@@ -178,8 +262,8 @@ class DraftPanel(Vertical):
         return run, run.done.text
 
     def on_unmount(self) -> None:
-        if self.run is not None:
-            self.run.cancel.cancel()
+        for run in self.candidates:
+            run.cancel.cancel()
 
     # ----- the worker's messages -----------------------------------------------------------------
 
@@ -220,6 +304,7 @@ class DraftPanel(Vertical):
             self.view.current = run.passes[-1]
         else:
             self.view.streamed = message.done.text
+        assert run.reply is not None
         trace = run.reply.trace()
         if trace is not None:
             self.last_trace = trace
@@ -231,9 +316,11 @@ class DraftPanel(Vertical):
             self.hint("cancelled · esc closes")
         else:
             run.state = "ready"
-            playback = " · f5 plays the passes back" if run.passes else ""
-            self.hint(f"ctrl+enter / ctrl+y inserts · esc drops{playback}")
-        self.post_message(DraftEnded(run.reply.engine))
+            self.hint(self._ready_hint(run))
+            context = run.reply.context
+            if context is not None and context.note():
+                self.notify(context.note(), severity="warning", timeout=8)
+        self.post_message(DraftEnded(run))
         self.report(
             state="cancelled" if run.state == "cancelled" else "draft ready",
             tokens=stats.generated_tokens,
@@ -256,7 +343,8 @@ class DraftPanel(Vertical):
     def open(self, title: str) -> None:
         self.view.current = None
         self.view.streamed = ""
-        self.query_one("#draft-title", Label).update(title)
+        self.title = title
+        self.query_one("#draft-title", Label).update(self._title())
         self.hint("refining… esc cancels")
         self.add_class("open")
 
@@ -265,5 +353,6 @@ class DraftPanel(Vertical):
 
     def close(self) -> None:
         self.run = None
+        self.candidates = []
         self.remove_class("open")
         self.report(state="ready")

@@ -51,7 +51,8 @@ def serve(args: argparse.Namespace) -> int:
     from app.server.app import ServerOptions, build_app
 
     app = build_app(sharpen, ServerOptions(api_key=api_key, queue=queue))
-    print(f"sharpen: serving on http://{host}:{port}/v1 (OpenAI-compatible; Ctrl+C stops)", flush=True)
+    shown = f"[{host}]" if ":" in host else host
+    print(f"sharpen: serving on http://{shown}:{port}/v1 (OpenAI-compatible; Ctrl+C stops)", flush=True)
     uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)
     return 0
 

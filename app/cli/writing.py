@@ -8,13 +8,13 @@ import sys
 import typing
 from pathlib import Path
 
-from app.cli.common import Command, engine_label, read_text, service, setting_flag
+from app.cli.common import EXIT_USAGE, Command, checked_flag, engine_label, fail, read_text, service, setting_flag
 from app.reply import DraftKind, DraftRequest, Reply
 from app.traces import save_trace
 from engines.diffusion.settings import DiffusionSettings
 from engines.diffusion.trace import TraceError
 from engines.events import GenerationStats, Pass, Token
-from engines.options import options
+from engines.options import at_least, options
 from router.request import ENGINES, POLICIES, QUALITIES
 
 
@@ -41,6 +41,8 @@ def print_reply(reply: Reply, args: argparse.Namespace) -> int:
     done = reply.done
     assert done is not None, "every stream ends with Done"
     stats = done.stats
+    if reply.context is not None and reply.context.note() and not as_json:
+        print(f"sharpen: note: {reply.context.note()}", file=sys.stderr)
     if isinstance(stats, GenerationStats):
         print(json.dumps(reply.as_json()) if as_json else "")
         if stats.trimmed_tokens and not as_json:
@@ -148,11 +150,21 @@ def draft_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quality", choices=QUALITIES, help="passes per token preset (config: router.quality)")
 
 
-def draft_request(args: argparse.Namespace, kind: DraftKind, prompt: str, after: str = "") -> DraftRequest:
+def draft_request(
+    args: argparse.Namespace,
+    kind: DraftKind,
+    instruction: str,
+    *,
+    before: str = "",
+    after: str = "",
+    selection: str = "",
+) -> DraftRequest:
     return DraftRequest(
         kind,
-        prompt,
-        after,
+        instruction,
+        before=before,
+        after=after,
+        selection=selection,
         tokens=args.tokens,
         overrides={item.name: getattr(args, item.name) for item in options(DiffusionSettings)},
         engine=args.engine,
@@ -171,7 +183,16 @@ def print_draft(request: DraftRequest, args: argparse.Namespace) -> int:
 
 
 def draft_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("prompt", help="what to write; '-' reads standard input")
+    parser.add_argument("prompt", help="what to write ('' for what belongs at the cursor); '-' reads standard input")
+    parser.add_argument(
+        "--context", metavar="FILE", help="the document the draft goes into: it is written to fit there"
+    )
+    parser.add_argument(
+        "--at",
+        type=checked_flag(int, at_least(0)),
+        metavar="OFFSET",
+        help="the cursor's position in the document, in characters (default: its end)",
+    )
     parser.add_argument(
         "--no-chat", action="store_true", help="use the prompt as plain text, without the chat template"
     )
@@ -179,17 +200,37 @@ def draft_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def draft(args: argparse.Namespace) -> int:
-    return print_draft(draft_request(args, "draft", read_text(args.prompt)), args)
+    instruction = read_text(args.prompt)
+    if args.context is None:
+        if args.at is not None:
+            return fail("--at needs --context FILE: it is a position in that document", EXIT_USAGE)
+        if not instruction.strip():
+            return fail("the prompt is empty: say what to write, or give --context FILE to write at its cursor")
+        return print_draft(draft_request(args, "draft", instruction), args)
+    document = Path(args.context).expanduser().read_text(encoding="utf-8")
+    at = len(document) if args.at is None else args.at
+    if at > len(document):
+        return fail(f"--at {at} is past the end of {args.context} ({len(document)} characters)", EXIT_USAGE)
+    return print_draft(draft_request(args, "draft", instruction, before=document[:at], after=document[at:]), args)
 
 
 def infill_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--before", required=True, help="the text before the gap")
     parser.add_argument("--after", required=True, help="the text after the gap")
+    parser.add_argument(
+        "--instruction", default="", help="how to rewrite the gap's text, e.g. 'shorter' or 'more formal'"
+    )
+    parser.add_argument("--selection", default="", help="the text the gap replaces (what --instruction rewrites)")
     draft_options(parser)
 
 
 def infill(args: argparse.Namespace) -> int:
-    return print_draft(draft_request(args, "infill", args.before, args.after), args)
+    if args.instruction.strip() and not args.selection.strip():
+        return fail("--instruction rewrites a text: give it with --selection TEXT", EXIT_USAGE)
+    request = draft_request(
+        args, "infill", args.instruction, before=args.before, after=args.after, selection=args.selection
+    )
+    return print_draft(request, args)
 
 
 COMMANDS = (

@@ -23,13 +23,23 @@ from app.server.errors import ApiError, api_error_for, bad_request
 from app.server.queueing import EngineQueue, QueueFull
 from app.server.requests import ROUTED, Call, chat_call, completion_call, draft_call, infill_call
 from app.server.running import ClientGone, DisconnectWatch, ReplyRun
-from app.server.shapes import Shape, finish_reason, infill_body, pass_body, route_headers, sharpen_field
+from app.server.shapes import (
+    Shape,
+    finish_reason,
+    infill_body,
+    only_fields,
+    pass_body,
+    route_headers,
+    sharpen_field,
+)
 from app.service import SharpenService
 from engines.events import Done, Event, Pass
 from router.request import ENGINES, EngineName
 
-# Seconds between SSE comments that keep idle connections (a long first pass) open through proxies.
+# Seconds between SSE comments that keep a quiet stream (long passes between settled text) open through proxies.
 PING_S = 15
+# Every line of a stream ends the same way (sse-starlette's own default is CRLF for events, LF for pings).
+SEP = "\n"
 # Streamed as the last event of an OpenAI stream.
 DONE_MARKER = "[DONE]"
 
@@ -82,7 +92,10 @@ class SharpenServer:
 
     async def models(self, _request: Request) -> JSONResponse:
         configured = self.service.config.models
-        present = self.service.present_engines()
+        try:
+            present = self.service.present_engines()
+        except Exception as error:
+            return api_error_for(error).response()
         entries: list[tuple[str, str, EngineName | None]] = [(ROUTED, "router", None)]
         entries.append((configured.complete, "complete", "ar"))
         if configured.draft.strip():
@@ -111,12 +124,7 @@ class SharpenServer:
         )
 
     async def infill(self, request: Request) -> Response:
-        return await self._serve(
-            request,
-            infill_call,
-            self._infill_stream,
-            lambda call, done: infill_body(call.reply, done, warm_up=call.warm_up),
-        )
+        return await self._serve(request, infill_call, self._infill_stream, self._infill_body)
 
     async def drafts(self, request: Request) -> Response:
         return await self._serve(request, draft_call, self._pass_stream, self._draft_body)
@@ -164,7 +172,7 @@ class SharpenServer:
         if call.stream:
             watch.stop()  # sse-starlette listens for the disconnect from here on
             return EventSourceResponse(
-                self._cancelling(run, streamer(call, run, first)), headers=headers, ping=PING_S, sep="\n"
+                self._cancelling(run, streamer(call, run, first)), headers=headers, ping=PING_S, sep=SEP
             )
         try:
             done = first if isinstance(first, Done) else None
@@ -173,6 +181,7 @@ class SharpenServer:
                 if event is None:
                     raise RuntimeError("the reply ended without Done")
                 done = event if isinstance(event, Done) else None
+            return JSONResponse(answer(call, done), headers=headers)
         except ClientGone:
             run.cancel()
             return Response(status_code=499)
@@ -180,7 +189,6 @@ class SharpenServer:
             return api_error_for(error).response()
         finally:
             watch.stop()
-        return JSONResponse(answer(call, done), headers=headers)
 
     @staticmethod
     async def _body(request: Request) -> Mapping[str, Any]:
@@ -201,7 +209,7 @@ class SharpenServer:
             async for event in events:
                 yield event
         except Exception as error:
-            yield ServerSentEvent(data=json.dumps(api_error_for(error).body()))
+            yield ServerSentEvent(data=json.dumps(api_error_for(error).body()), sep=SEP)
         finally:
             run.cancel()
 
@@ -219,7 +227,7 @@ class SharpenServer:
 
     @staticmethod
     def _json(payload: Any, event: str | None = None) -> ServerSentEvent:
-        return ServerSentEvent(data=json.dumps(payload, ensure_ascii=False), event=event)
+        return ServerSentEvent(data=json.dumps(payload, ensure_ascii=False), event=event, sep=SEP)
 
     async def _chat_stream(self, call: Call, run: ReplyRun, first: Event) -> AsyncIterator[ServerSentEvent]:
         shape, deltas = self._shape(call), TextDeltas(call.reply, call.stop)
@@ -232,7 +240,7 @@ class SharpenServer:
                 yield self._json(shape.chat_chunk({}, finish=finish_reason(event)))
                 if call.include_usage:
                     yield self._json(shape.chat_usage_chunk(event))
-        yield ServerSentEvent(data=DONE_MARKER)
+        yield ServerSentEvent(data=DONE_MARKER, sep=SEP)
 
     async def _completion_stream(self, call: Call, run: ReplyRun, first: Event) -> AsyncIterator[ServerSentEvent]:
         shape, deltas = self._shape(call), TextDeltas(call.reply, call.stop)
@@ -244,7 +252,7 @@ class SharpenServer:
                 yield self._json(shape.completion_chunk("", finish=finish_reason(event)))
                 if call.include_usage:
                     yield self._json(shape.completion_usage_chunk(event))
-        yield ServerSentEvent(data=DONE_MARKER)
+        yield ServerSentEvent(data=DONE_MARKER, sep=SEP)
 
     async def _infill_stream(self, call: Call, run: ReplyRun, first: Event) -> AsyncIterator[ServerSentEvent]:
         deltas = TextDeltas(call.reply, call.stop)
@@ -262,6 +270,11 @@ class SharpenServer:
                 yield self._json(pass_body(call.reply, event), event="pass")
             elif isinstance(event, Done):
                 yield self._json(self._draft_body(call, event), event="done")
+
+    @staticmethod
+    def _infill_body(call: Call, done: Done) -> dict[str, Any]:
+        body = infill_body(call.reply, done, warm_up=call.warm_up)
+        return body if call.fields is None else only_fields(body, call.fields)
 
     @staticmethod
     def _draft_body(call: Call, done: Done) -> dict[str, Any]:

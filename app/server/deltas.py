@@ -3,6 +3,7 @@ text each time it grows (held back where a stop string may be starting), then th
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 from app.reply import Reply
@@ -35,7 +36,13 @@ class TextDeltas:
         else:
             assert isinstance(event, Done)
             text = event.text
-        if len(text) <= len(self.sent) or not text.startswith(self.sent):
+        if not text.startswith(self.sent):
+            if isinstance(event, Done):  # a decoder that tidies the whole text differently: cannot be taken back
+                logging.getLogger("sharpen.server").warning(
+                    "the final text does not start with the %d characters already streamed", len(self.sent)
+                )
+            return ""
+        if len(text) <= len(self.sent):
             return ""
         delta, self.sent = text[len(self.sent) :], text
         return delta

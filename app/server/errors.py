@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
 from starlette.responses import JSONResponse
 
 from app.config import ConfigError
 from app.service import NoDraftModel, RoutingError
-from engines.errors import EngineError, InvalidRequestError, PromptTooLongError
+from engines.errors import EmptyPromptError, EngineError, InvalidRequestError, PromptTooLongError
 from models.errors import ModelError
 
 
@@ -47,8 +48,8 @@ def api_error_for(error: Exception) -> ApiError:
     if isinstance(error, ApiError):
         return error
     if isinstance(error, PromptTooLongError):
-        return bad_request(str(error), param="messages", code="context_length_exceeded")
-    if isinstance(error, InvalidRequestError | ConfigError | RoutingError | ValueError | TypeError):
+        return bad_request(str(error), code="context_length_exceeded")
+    if isinstance(error, InvalidRequestError | EmptyPromptError | ConfigError | RoutingError):
         return bad_request(str(error))
     if isinstance(error, NoDraftModel):
         return ApiError(400, str(error), code="model_not_found")
@@ -56,4 +57,6 @@ def api_error_for(error: Exception) -> ApiError:
         return ApiError(503, str(error), kind="server_error", code="model_not_available")
     if isinstance(error, EngineError):
         return ApiError(500, str(error), kind="server_error")
+    # A bug: the client gets one line, the server's log the traceback.
+    logging.getLogger("sharpen.server").error("unexpected error serving a request", exc_info=error)
     return ApiError(500, f"internal error: {type(error).__name__}: {error}", kind="server_error")

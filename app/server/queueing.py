@@ -48,6 +48,7 @@ class EngineQueue:
             await self._turn.acquire()
         except asyncio.CancelledError:
             self.admitted -= 1
+            self.counts.cancelled += 1
             raise
         self.running = True
 

@@ -37,6 +37,9 @@ class Call:
     stop: tuple[str, ...] = ()
     # llama.vim's `n_predict: 0`: evaluate the prompt so that the AR engine's cache holds it, answer nothing.
     warm_up: bool = False
+    # llama-server's `response_fields`: only these keys of the answer, a path such as "timings/prompt_n"
+    # brought up to the top under that name (None: the whole answer).
+    fields: tuple[str, ...] | None = None
     # What the answer's body and every chunk of it are stamped with.
     id: str = field(default_factory=lambda: secrets.token_hex(12))
     created: int = field(default_factory=lambda: int(time.time()))
@@ -62,13 +65,15 @@ def _tokens(body: Mapping[str, Any], keys: tuple[str, ...], default: int) -> int
     return default
 
 
-def _stops(body: Mapping[str, Any]) -> tuple[str, ...]:
+def _stops(body: Mapping[str, Any], limit: int | None = MAX_STOPS) -> tuple[str, ...]:
     value = body.get("stop")
     if value is None:
         return ()
     stops = [value] if isinstance(value, str) else value
-    if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops) or len(stops) > MAX_STOPS:
-        raise bad_request(f"stop must be a string or a list of up to {MAX_STOPS} strings", param="stop")
+    if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops):
+        raise bad_request("stop must be a string or a list of strings", param="stop")
+    if limit is not None and len(stops) > limit:
+        raise bad_request(f"stop takes up to {limit} strings, got {len(stops)}", param="stop")
     return tuple(s for s in stops if s)
 
 
@@ -229,7 +234,7 @@ def completion_call(service: SharpenService, body: Mapping[str, Any]) -> Call:
     else:
         request = DraftRequest(
             "infill",
-            prompt,
+            before=prompt,
             after=suffix,
             tokens=tokens,
             overrides=sampling | chosen.overrides,
@@ -255,12 +260,15 @@ def infill_call(service: SharpenService, body: Mapping[str, Any]) -> Call:
     n_predict = _get(body, "n_predict", int, -1)
     warm_up = n_predict == 0
     tokens = 1 if warm_up else n_predict if n_predict > 0 else service.config.complete.max_tokens
-    stop = _stops(body)
+    stop = _stops(body, limit=None)  # llama-server takes any number
+    fields = body.get("response_fields")
+    if fields is not None and (not isinstance(fields, list) or not all(isinstance(f, str) for f in fields)):
+        raise bad_request("response_fields must be a list of strings", param="response_fields")
     chosen = _sharpen_options(body, "ar" if warm_up else None)
     cancel = CancelToken()
     request = DraftRequest(
         "infill",
-        before,
+        before=before,
         after=after,
         tokens=tokens,
         overrides=_sampling(body) | chosen.overrides,
@@ -270,7 +278,8 @@ def infill_call(service: SharpenService, body: Mapping[str, Any]) -> Call:
         stop=stop,
     )
     stream = bool(_get(body, "stream", bool, False)) and not warm_up
-    return Call(service.draft(request, cancel=cancel), cancel, stream, False, stop, warm_up=warm_up)
+    chosen_fields = tuple(fields) if fields is not None else None
+    return Call(service.draft(request, cancel=cancel), cancel, stream, False, stop, warm_up, chosen_fields)
 
 
 def draft_call(service: SharpenService, body: Mapping[str, Any]) -> Call:
@@ -292,7 +301,14 @@ def draft_call(service: SharpenService, body: Mapping[str, Any]) -> Call:
         "stop": stop,
     }
     if "before" in body or "after" in body:
-        request = DraftRequest("infill", _get(body, "before", str, ""), after=_get(body, "after", str, ""), **common)
+        request = DraftRequest(
+            "infill",
+            _get(body, "instruction", str, ""),
+            before=_get(body, "before", str, ""),
+            after=_get(body, "after", str, ""),
+            selection=_get(body, "selection", str, ""),
+            **common,
+        )
     elif "messages" in body:
         turns = _messages(body)
         request = DraftRequest("draft", turns[-1]["content"], history=tuple(turns[:-1]), **common)

@@ -92,12 +92,13 @@ class DisconnectWatch:
             await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             gone.cancel()
-        if task.done():
-            return task.result()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        raise ClientGone()
+            if not task.done():  # the client went, or this handler was cancelled (the server is stopping)
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if task.cancelled():
+            raise ClientGone()
+        return task.result()
 
     def stop(self) -> None:
         self._task.cancel()

@@ -130,6 +130,21 @@ def infill_body(reply: Reply, done: Done, *, warm_up: bool = False) -> dict[str,
     }
 
 
+def only_fields(body: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
+    """llama-server's `response_fields`: the keys asked for, a nested one ("timings/prompt_n") under its path;
+    a field the answer does not have is left out."""
+    chosen: dict[str, Any] = {}
+    for name in fields:
+        value: Any = body
+        for key in name.split("/"):
+            if not isinstance(value, dict) or key not in value:
+                break
+            value = value[key]
+        else:
+            chosen[name] = value
+    return chosen
+
+
 def pass_body(reply: Reply, event: Pass) -> dict[str, Any]:
     """One refinement pass, for clients that draw the canvas."""
     return {

@@ -33,15 +33,29 @@ class DiffusionEngine:
         # draft's passes are read. Re-entrant, as a calibration drafts too.
         self.lock = threading.RLock()
 
-    def draft_prompt(self, instruction: Instruction, length: int, *, chat: bool = True) -> DraftPrompt:
+    def draft_prompt(
+        self, instruction: Instruction, length: int, *, chat: bool = True, before: str = "", after: str = ""
+    ) -> DraftPrompt:
+        """The canvas after the instruction; in a document, between the text before the cursor (which the
+        reply is written to go on from) and the text after it."""
         if is_blank(instruction):
             raise EmptyPromptError()
-        tokens = (
-            self.backend.instruction_tokens(instruction)
-            if chat
-            else self.backend.tokenize(plain_text(instruction), add_bos=True)
-        )
-        return self._fits(DraftPrompt(tokens, length, []))
+        tokens = self.instruction_prompt(instruction, chat=chat)
+        tokens += self.backend.tokenize(before, add_bos=False) if before else []
+        suffix = self.backend.tokenize(after, add_bos=False) if after else []
+        return self._fits(DraftPrompt(tokens, length, suffix))
+
+    def instruction_prompt(self, instruction: Instruction, *, chat: bool = True) -> list[int]:
+        if chat:
+            return self.backend.instruction_tokens(instruction)
+        return self.backend.tokenize(plain_text(instruction), add_bos=True)
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.backend.tokenize(text, add_bos=False)) if text else 0
+
+    @property
+    def context_length(self) -> int:
+        return self.backend.context_length
 
     def infill_prompt(self, before: str, after: str, length: int) -> DraftPrompt:
         if not before.strip() and not after.strip():
@@ -63,10 +77,14 @@ class DiffusionEngine:
         *,
         chat: bool = True,
         cancel: CancelToken | None = None,
+        before: str = "",
+        after: str = "",
     ) -> Iterator[Pass | Done]:
-        """Draft `length` tokens answering `instruction` (through the chat template unless chat=False)."""
-        layout = self.draft_prompt(instruction, length, chat=chat)
-        return self._locked(self.sampler.generate(layout.prompt, layout.length, settings, cancel=cancel))
+        """Draft `length` tokens answering `instruction` (through the chat template unless chat=False), between
+        `before` and `after` where the draft goes into a document."""
+        layout = self.draft_prompt(instruction, length, chat=chat, before=before, after=after)
+        passes = self.sampler.generate(layout.prompt, layout.length, settings, suffix=layout.suffix, cancel=cancel)
+        return self._locked(passes)
 
     def infill(
         self,

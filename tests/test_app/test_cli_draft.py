@@ -154,3 +154,43 @@ def test_spacing_from_config_and_flag(draft_model: Path, capsys: pytest.CaptureF
     assert "between 0 and 64" in capsys.readouterr().err
     assert main([*draft, "--spacing", "-1"]) != 0
     assert "--spacing: must be between 0 and 64" in capsys.readouterr().err, "the same check as the setting"
+
+
+def test_draft_in_a_document_reports_the_context(
+    draft_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    document = tmp_path / "reply.txt"
+    document.write_text("Hi Sam,\n\nThanks for the invitation.\n\nBest,\nAna\n")
+    at = len("Hi Sam,\n\nThanks for the invitation.\n\n")
+    args = ["draft", "decline politely", "--context", str(document), "--at", str(at), "--tokens", "32", "--json"]
+    assert main(args) == 0
+    payload = json.loads(capsys.readouterr().out)
+    context = payload["context"]
+    assert context["before_chars"] == at and context["after_chars"] == len("Best,\nAna\n")
+    assert context["left_out_before_chars"] == 0 and context["left_out_after_chars"] == 0
+    # The prompt counts the instruction's template and the document before the cursor.
+    assert payload["tokens"]["prompt"] > context["tokens"] - 5 > 0
+
+
+def test_a_long_document_is_cut_and_the_cli_says_so(
+    draft_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    document = tmp_path / "long.txt"
+    document.write_text("".join(f"Paragraph {n} of the minutes.\n\n" for n in range(600)))
+    assert main(["draft", "a closing line", "--context", str(document), "--tokens", "32"]) == 0
+    _out, err = capsys.readouterr()
+    assert "sharpen: note: the model's context held" in err and "characters before the cursor" in err
+    assert main(["draft", "a closing line", "--context", str(document), "--tokens", "32", "--json"]) == 0
+    context = json.loads(capsys.readouterr().out)["context"]
+    assert context["left_out_before_chars"] > 0 and context["before_chars"] > 0
+
+
+def test_infill_with_an_instruction_rewrites_the_selection(
+    draft_model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["infill", "--before", "Dear Sam, ", "--after", " Best, Ana", "--tokens", "32", "--json"]
+    assert main([*args, "--instruction", "more formal", "--selection", "thanks a lot for the flowers"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["engine"] == "diffusion" and payload["tokens"]["canvas"] == 32
+    assert main([*args, "--instruction", "more formal"]) == 2
+    assert "--instruction rewrites a text: give it with --selection TEXT" in capsys.readouterr().err

@@ -48,7 +48,9 @@ def test_a_diffusion_draft_reply_runs_once_and_builds_its_trace(tiny_cacheable_p
 
 def test_steps_given_with_the_request_are_kept(tiny_cacheable_path: Path) -> None:
     service = service_with(tiny_cacheable_path)
-    request = DraftRequest("infill", "Dear Sam,", " Best, Ana", tokens=32, overrides={"steps": 4, "seed": None})
+    request = DraftRequest(
+        "infill", before="Dear Sam,", after=" Best, Ana", tokens=32, overrides={"steps": 4, "seed": None}
+    )
     reply = service.draft(request)
     assert reply.settings is not None and reply.settings.steps == 4 and reply.settings.seed == 0
     reply.text()

@@ -127,11 +127,13 @@ def test_a_stop_string_ends_a_diffusion_draft_before_it(base_url: str) -> None:
     free = chat.create(model="sharpen", messages=messages, max_tokens=64, extra_body=DIFFUSION)
     text = free.choices[0].message.content or ""
     words = text.split()
-    stop = words[len(words) // 2]
+    stop = words[len(words) // 4]
     stopped = chat.create(model="sharpen", messages=messages, max_tokens=64, stop=[stop], extra_body=DIFFUSION)
     assert stopped.choices[0].message.content == text[: text.find(stop)]
     assert stopped.choices[0].finish_reason == "stop"
     assert sharpen_of(stopped)["finish_reason"] == "stop"
+    # The passes after the stop string settled were not run.
+    assert sharpen_of(stopped)["passes"] < sharpen_of(free)["passes"]
     streamed = chat.create(
         model="sharpen", messages=messages, max_tokens=64, stop=[stop], stream=True, extra_body=DIFFUSION
     )
@@ -175,7 +177,7 @@ def test_completions_continue_a_prompt_and_fill_a_gap(base_url: str, service: Sh
     assert sharpen_of(plain)["engine"] == "ar"
     before, after = "Dear Sam,\n\nThank you for the invitation.", "\n\nBest wishes,\nAna"
     gap = completions.create(model="sharpen", prompt=before, suffix=after, max_tokens=48)
-    expected = service.draft(DraftRequest("infill", before, after=after, tokens=48))
+    expected = service.draft(DraftRequest("infill", before=before, after=after, tokens=48))
     assert gap.choices[0].text == expected.text()
     assert sharpen_of(gap)["route"]["engine"] == expected.engine == "diffusion"
     streamed = completions.create(model="sharpen", prompt=before, suffix=after, max_tokens=48, stream=True)
@@ -213,6 +215,10 @@ def test_infill_warm_up_evaluates_the_context_and_answers_nothing(base_url: str)
     warm = {"input_prefix": "", "input_suffix": "", "input_extra": extra, "prompt": "", "n_predict": 0}
     answer = httpx.post(f"{base_url}/infill", json=warm | {"samplers": [], "cache_prompt": True}, timeout=60).json()
     assert answer["content"] == "" and answer["tokens_predicted"] == 0
+    only = httpx.post(
+        f"{base_url}/infill", json=warm | {"response_fields": ["content", "timings/prompt_n"]}, timeout=60
+    )
+    assert set(only.json()) == {"content", "timings/prompt_n"}
     assert answer["sharpen"]["engine"] == "ar" and answer["tokens_evaluated"] > 10
     follow = warm | {"input_prefix": "Dear Sam,\n", "n_predict": 4}
     cached = httpx.post(f"{base_url}/infill", json=follow, timeout=60).json()
@@ -261,19 +267,24 @@ def test_bad_requests_get_openai_shaped_errors(base_url: str) -> None:
     assert empty.status_code == 400 and "empty" in empty.json()["error"]["message"]
 
 
+# Many passes, and end-of-text settles last, so that the draft cannot end early.
+LONG: dict[str, Any] = {"steps": 512, "block_length": 512, "eos": "last"}
+
+
 def _status(base_url: str) -> dict[str, Any]:
     return httpx.get(f"{base_url}/v1/sharpen/status", timeout=10).json()["engines"]
 
 
 def _long_draft(base_url: str) -> Any:
     """A diffusion draft of many passes, streamed (so it is running when its first pass arrives)."""
-    body = {"prompt": INSTRUCTION, "max_tokens": 512, "sharpen": {"steps": 512, "block_length": 512}}
+    body = {"prompt": INSTRUCTION, "max_tokens": 512, "sharpen": LONG}
     return httpx.stream("POST", f"{base_url}/v1/sharpen/drafts", json=body, timeout=120)
 
 
 def test_a_full_queue_answers_429_and_the_other_engine_still_serves(service: SharpenService) -> None:
     with running_server(service, ServerOptions(queue=0)) as url, _long_draft(url) as running:
-        next(sse_events(running))  # the route: the draft has its engine
+        events = sse_events(running)  # kept: closing it closes the response
+        next(events)  # the route: the draft has its engine
         with pytest.raises(openai.RateLimitError) as refused:
             client(url).chat.completions.create(
                 model="sharpen",
@@ -307,6 +318,35 @@ def test_a_client_that_disconnects_cancels_its_draft(service: SharpenService) ->
             model="sharpen", messages=[{"role": "user", "content": INSTRUCTION}], max_tokens=32, extra_body=DIFFUSION
         )
         assert reply.choices[0].message.content
+
+
+def _wait_for(condition: Any, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return bool(condition())
+
+
+def test_a_client_that_leaves_while_queued_or_unstreamed_gives_its_place_back(service: SharpenService) -> None:
+    """What an editor plugin does on every keystroke: drop the request it made a moment ago."""
+    body = {"prompt": INSTRUCTION, "max_tokens": 512, "sharpen": LONG}
+    with running_server(service, ServerOptions(queue=1)) as url:
+        with _long_draft(url) as running:
+            events = sse_events(running)  # kept: closing it closes the response
+            next(events)
+            with pytest.raises(httpx.ReadTimeout):  # waits behind the running draft, then the client goes
+                httpx.post(f"{url}/v1/sharpen/drafts", json=body | {"stream": False}, timeout=0.5)
+            assert _wait_for(lambda: _status(url)["diffusion"]["waiting"] == 0)
+            diffusion = _status(url)["diffusion"]
+            assert diffusion["running"] is True and diffusion["cancelled"] == 1
+        assert _wait_for(lambda: not _status(url)["diffusion"]["running"])
+        messages = [{"role": "user", "content": INSTRUCTION}]
+        chat_body = {"messages": messages, "max_tokens": 512, "sharpen": LONG | {"engine": "diffusion"}}
+        with pytest.raises(httpx.ReadTimeout):  # runs unstreamed, and its client goes
+            httpx.post(f"{url}/v1/chat/completions", json=chat_body, timeout=1.0)
+        assert _wait_for(lambda: not _status(url)["diffusion"]["running"])
+        diffusion = _status(url)["diffusion"]
+        assert diffusion["cancelled"] == 3 and diffusion["served"] == 0
 
 
 def test_an_api_key_is_checked(service: SharpenService) -> None:

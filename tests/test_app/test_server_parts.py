@@ -32,8 +32,8 @@ def test_text_that_a_stop_string_may_still_cut_is_held_back() -> None:
 
 def test_a_conversation_is_the_history_then_the_prompt() -> None:
     system = {"role": "system", "content": "You write emails."}
-    assert DraftRequest("draft", "Write to Sam").instruction == "Write to Sam"
-    assert DraftRequest("draft", "Write to Sam", history=(system,)).instruction == [
+    assert DraftRequest("draft", "Write to Sam").conversation() == "Write to Sam"
+    assert DraftRequest("draft", "Write to Sam", history=(system,)).conversation() == [
         system,
         {"role": "user", "content": "Write to Sam"},
     ]

@@ -12,7 +12,7 @@ from ui_support import AppFactory, make_config
 
 from app.reply import DraftRequest
 from ui.app import SharpenApp
-from ui.screens.dialogs import DraftPromptScreen
+from ui.screens.dialogs import DraftPromptScreen, RewriteScreen
 
 
 async def wait_until(pilot: Pilot, condition: Callable[[], bool], seconds: float = 30.0) -> bool:
@@ -104,9 +104,13 @@ async def test_rewrite_replaces_the_selection(make_app: AppFactory, tiny_cacheab
         app.editor.move_cursor((0, len(before) + len(selected)), select=True)
         assert app.editor.selected_text == selected
         await pilot.press("ctrl+r")
+        assert isinstance(app.screen, RewriteScreen)
+        await pilot.press("enter")  # no instruction: fill the selection from both sides
         assert await wait_until(pilot, lambda: app.draft is not None and app.draft.done is not None)
-        assert app.draft is not None and app.draft.done is not None
+        assert app.draft is not None and app.draft.done is not None and app.draft.reply is not None
         assert app.draft.kind == "infill" and app.status.info.engine == "diffusion"
+        context = app.draft.reply.context
+        assert context is not None and (context.before, context.after) == (before, after)
         replacement = app.draft.done.text
         await pilot.press("ctrl+y")
         assert app.editor.text == before + replacement + after

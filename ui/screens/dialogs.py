@@ -1,14 +1,19 @@
-"""Small modal dialogs: a draft request, a file path, and recovering an autosave."""
+"""Small modal dialogs: a draft request, a rewrite, a file path, and recovering an autosave."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label
+
+from app.context import suggested_rewrite_tokens
+
+MAX_TOKENS = 4096
 
 
 @dataclass(frozen=True)
@@ -28,23 +33,66 @@ class DraftPromptScreen(ModalScreen[DraftAsk | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label("Draft at the cursor: what should it say?")
-            yield Input(placeholder="e.g. a short email declining the meeting politely", id="draft-prompt")
+            yield Label("Draft at the cursor, to fit the document around it: what should it say?")
+            yield Input(placeholder="e.g. a reply declining politely (empty: what belongs here)", id="draft-prompt")
             yield Label("Length in tokens")
             yield Input(str(self.default_tokens), id="draft-tokens", type="integer")
             yield Label("", id="draft-error", classes="error")
 
     def on_input_submitted(self, _event: Input.Submitted) -> None:
         prompt = self.query_one("#draft-prompt", Input).value.strip()
-        tokens_text = self.query_one("#draft-tokens", Input).value.strip()
-        error = self.query_one("#draft-error", Label)
-        if not prompt:
-            error.update("Write what the draft should say.")
-            return
-        if not tokens_text.isdigit() or not 1 <= int(tokens_text) <= 4096:
-            error.update("The length must be a whole number from 1 to 4096.")
-            return
-        self.dismiss(DraftAsk(prompt, int(tokens_text)))
+        tokens = _tokens(self.query_one("#draft-tokens", Input), self.query_one("#draft-error", Label))
+        if tokens is not None:
+            self.dismiss(DraftAsk(prompt, tokens))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+def _tokens(field: Input, error: Label) -> int | None:
+    text = field.value.strip()
+    if not text.isdigit() or not 1 <= int(text) <= MAX_TOKENS:
+        error.update(f"The length must be a whole number from 1 to {MAX_TOKENS}.")
+        return None
+    return int(text)
+
+
+class RewriteScreen(ModalScreen[DraftAsk | None]):
+    """Ask how to rewrite the selection (optional) and how long the new text should be: the length follows
+    the instruction ("shorter" asks for less) until the user sets it."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, selection_tokens: int) -> None:
+        super().__init__()
+        self.selection_tokens = selection_tokens
+        self._suggested = str(suggested_rewrite_tokens("", selection_tokens))
+        self._length_chosen = False
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label("Rewrite the selection: how? (empty: fill it from the text around it)")
+            yield Input(placeholder="e.g. shorter, more formal, as a bulleted list", id="rewrite-instruction")
+            yield Label("Length in tokens")
+            yield Input(self._suggested, id="draft-tokens", type="integer")
+            yield Label("", id="draft-error", classes="error")
+
+    @on(Input.Changed, "#rewrite-instruction")
+    def _follow_instruction(self, event: Input.Changed) -> None:
+        if not self._length_chosen:
+            self._suggested = str(suggested_rewrite_tokens(event.value, self.selection_tokens))
+            self.query_one("#draft-tokens", Input).value = self._suggested
+
+    @on(Input.Changed, "#draft-tokens")
+    def _length_set(self, event: Input.Changed) -> None:
+        if event.value != self._suggested:  # typed by the user, not the suggestion
+            self._length_chosen = True
+
+    def on_input_submitted(self, _event: Input.Submitted) -> None:
+        instruction = self.query_one("#rewrite-instruction", Input).value.strip()
+        tokens = _tokens(self.query_one("#draft-tokens", Input), self.query_one("#draft-error", Label))
+        if tokens is not None:
+            self.dismiss(DraftAsk(instruction, tokens))
 
     def action_cancel(self) -> None:
         self.dismiss(None)

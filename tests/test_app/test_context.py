@@ -1,0 +1,89 @@
+"""The document fitted to a model's context: nearest the cursor first, whole paragraphs, what was left out;
+and, on the real embedded model, a draft that reads the document and one that does not."""
+
+from __future__ import annotations
+
+from app.config import Config
+from app.context import fit_context, suggested_rewrite_tokens
+from app.paths import sharpen_paths
+from app.reply import DraftRequest
+from app.service import SharpenService
+from router.request import approximate_tokens
+
+
+def words(text: str) -> int:
+    """A stand-in tokenizer for the unit tests: one token a word."""
+    return len(text.split())
+
+
+def test_a_document_that_fits_is_given_whole() -> None:
+    use = fit_context("Dear Sam,\n\nThanks.", "Best, Ana", 100, words)
+    assert (use.before, use.after, use.complete, use.note()) == ("Dear Sam,\n\nThanks.", "Best, Ana", True, "")
+
+
+def test_the_paragraphs_nearest_the_cursor_are_kept_whole() -> None:
+    before = "".join(f"Paragraph {n} has five words.\n\n" for n in range(30))
+    after = "".join(f"After {n} has five words too.\n\n" for n in range(30))
+    use = fit_context(before, after, 60, words)
+    assert before.endswith(use.before) and after.startswith(use.after)
+    assert use.before.startswith("Paragraph ") and use.after.startswith("After 0")
+    assert use.before.endswith("\n\n") and use.after.endswith("\n\n")
+    assert words(use.before) + words(use.after) <= 60 - 8
+    # The text after the cursor keeps a quarter of the budget, in whole paragraphs (one here).
+    assert use.after == "After 0 has five words too.\n\n"
+    assert use.left_out_before == len(before) - len(use.before) > 0
+    assert use.left_out_after == len(after) - len(use.after) > 0
+    assert "characters before the cursor" in use.note() and "after it" in use.note()
+
+
+def test_one_paragraph_too_long_by_itself_is_cut_at_a_word() -> None:
+    before = " ".join(f"word{n}" for n in range(500))
+    use = fit_context(before, "", 40, words)
+    assert before.endswith(use.before) and use.before.startswith("word") and words(use.before) <= 32
+    assert use.left_out_before > 0
+
+
+def test_short_after_gives_its_share_to_before() -> None:
+    before = "".join(f"Paragraph {n} has five words.\n\n" for n in range(30))
+    use = fit_context(before, "Best, Ana", 60, words)
+    assert use.after == "Best, Ana" and words(use.before) > 30
+
+
+def test_the_rewrite_length_follows_the_instruction() -> None:
+    assert suggested_rewrite_tokens("shorter", 100) < suggested_rewrite_tokens("", 100)
+    assert suggested_rewrite_tokens("make it more concise", 100) == 60
+    assert suggested_rewrite_tokens("expand on the budget", 100) > 150
+    assert suggested_rewrite_tokens("more formal", 100) == 125
+    assert suggested_rewrite_tokens("", 2) == 8
+
+
+EMAIL = (
+    "From: Priya Raman\nSubject: Planning session\n\nHi,\n\nCould you join the planning session on Wednesday "
+    "afternoon? We will go through the roadmap.\n\nPriya\n\n---\n\nHi Priya,\n\n"
+)
+
+
+def test_an_ar_draft_reads_the_document_around_the_cursor(sharpen_home: object) -> None:
+    """The real embedded AR model, greedy: with the email being answered, the reply names its sender or its
+    day; from the instruction alone it cannot."""
+    service = SharpenService(Config(), sharpen_paths())
+    instruction = "Write a short reply declining the invitation politely."
+    in_document = service.draft(
+        DraftRequest("draft", instruction, before=EMAIL, after="\n\nBest,\nSam", tokens=48, engine="ar")
+    )
+    alone = service.draft(DraftRequest("draft", instruction, tokens=48, engine="ar"))
+    assert any(name in in_document.text() for name in ("Priya", "Wednesday"))
+    assert not any(name in alone.text() for name in ("Priya", "Wednesday"))
+    assert in_document.context is not None and in_document.context.complete
+    assert alone.context is None
+
+
+def test_the_router_counts_the_document_and_says_so(sharpen_home: object) -> None:
+    service = SharpenService(Config(), sharpen_paths())
+    plain = service.draft(DraftRequest("draft", "a reply", tokens=128))
+    document = "The quarterly report is attached.\n\n" * 40
+    in_document = service.draft(DraftRequest("draft", "a reply", before=document, tokens=128))
+    assert "tokens of the document around the cursor" in in_document.route.reason
+    assert str(approximate_tokens(document)) in in_document.route.reason
+    for engine, estimate in in_document.route.estimates.items():
+        assert estimate.seconds > plain.route.estimates[engine].seconds
