@@ -84,6 +84,9 @@ def _cut_to_fit(text: str, budget: int, count: Count, *, keep_end: bool) -> str:
 def _keep(text: str, budget: int, count: Count, *, keep_end: bool) -> tuple[str, int]:
     """Whole paragraphs, nearest the cursor first, while they fit (the one at the cursor cut to fit when it is
     too long by itself)."""
+    whole = count(text)
+    if whole <= budget:
+        return text, whole
     paragraphs = _paragraphs(text)
     if keep_end:
         paragraphs.reverse()
@@ -91,7 +94,7 @@ def _keep(text: str, budget: int, count: Count, *, keep_end: bool) -> tuple[str,
     kept: list[str] = []
     used = 0
     for paragraph in paragraphs:
-        cost = count(paragraph) + 1  # a token that may span the boundary with the next
+        cost = count(paragraph) + (1 if kept else 0)  # a token that may span the boundary with the one before
         if used + cost <= budget:
             kept.append(paragraph)
             used += cost
@@ -114,14 +117,17 @@ def _keep(text: str, budget: int, count: Count, *, keep_end: bool) -> tuple[str,
     return text_kept, used
 
 
-def fit_context(before: str, after: str, budget: int, count: Count) -> ContextUse:
+def fit_context(before: str, after: str, budget: int, count: Count, *, after_at_most: int | None = None) -> ContextUse:
     """The document around the cursor within `budget` tokens: all of it when it fits; otherwise the text after
-    the cursor keeps at least a quarter of the budget (its start), and the text before it the rest (its end)."""
+    the cursor keeps at least a quarter of the budget (its start; never more than `after_at_most`, where the
+    engine cuts it there itself), and the text before it the rest (its end)."""
     budget = max(0, budget - MARGIN_TOKENS)
     need_before, need_after = count(before), count(after)
-    if need_before + need_after <= budget:
+    if need_before + need_after <= budget and (after_at_most is None or need_after <= after_at_most):
         return ContextUse(before, after, tokens=need_before + need_after)
     after_budget = min(need_after, max(budget // AFTER_SHARE, budget - need_before))
+    if after_at_most is not None:
+        after_budget = min(after_budget, after_at_most)
     kept_after, used_after = _keep(after, after_budget, count, keep_end=False) if after else ("", 0)
     kept_before, used_before = _keep(before, budget - used_after, count, keep_end=True) if before else ("", 0)
     return ContextUse(

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import zlib
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,13 @@ SCHEMA_VERSION = 1
 KEEP_PER_DOCUMENT = 200
 KEEP_BYTES = 64 * 2**20
 UNTITLED = "untitled"
+# What SQLite says of a file that is not (or no longer) a database: only such a file is set aside.
+_NOT_A_DATABASE = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
+
+
+class _NewerHistory(Exception):
+    """The file was written by a newer Sharpen: left as it is, and no history this session."""
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS drafts (
@@ -54,14 +62,22 @@ class PastDraft:
     route: dict[str, Any]
     settings: dict[str, Any]
     text: str
-    # The trace as kept: zlib-compressed JSON Lines (None for an AR draft).
-    packed_trace: bytes | None
+    # The trace as kept: zlib-compressed JSON Lines (None for an AR draft, or not loaded: see has_trace).
+    packed_trace: bytes | None = None
+    has_trace: bool = False
+
+    @property
+    def local_time(self) -> str:
+        try:
+            return f"{datetime.fromisoformat(self.created).astimezone():%Y-%m-%d %H:%M}"
+        except ValueError:
+            return self.created[:16]
 
     @property
     def summary(self) -> str:
         asked = self.instruction or ("rewrite" if self.kind == "infill" else "what belongs here")
         preview = " ".join(self.text.split())[:60]
-        return f"{self.created[:16].replace('T', ' ')}  {self.engine:<9}  {asked[:40]}  “{preview}”"
+        return f"{self.local_time}  {self.engine:<9}  {asked[:40]}  “{preview}”"
 
     def trace(self) -> Trace | None:
         """The refinement trace of a diffusion draft (None for AR, or a trace that no longer reads)."""
@@ -85,11 +101,17 @@ class DraftHistory:
         # Set when the database could not be read and was set aside: say it once, then carry on.
         self.warning = ""
         self._ready = False
+        self._disabled = False
+        # add() and drafts() run in worker threads: the file is opened (and set aside) once.
+        self._opening = threading.Lock()
 
     @contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
-        if not self._ready:
-            self._open()
+        with self._opening:
+            if not self._ready:
+                self._open()
+        if self._disabled:
+            raise _NewerHistory("the draft history is off this session")
         with closing(sqlite3.connect(self.path, timeout=5)) as connection, connection:
             yield connection
 
@@ -97,20 +119,25 @@ class DraftHistory:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._create()
+        except _NewerHistory as error:
+            self._disabled = True
+            self.warning = f"the draft history is off this session: {self.path} {error}"
         except sqlite3.DatabaseError as error:
-            aside = self.path.with_name(f"{self.path.name}.corrupt-{datetime.now(UTC):%Y%m%dT%H%M%S}")
+            if error.sqlite_errorcode not in _NOT_A_DATABASE:
+                raise  # locked, or a disk error: the file is fine, this call fails (and says why)
+            aside = self.path.with_name(f"{self.path.name}.corrupt-{datetime.now(UTC):%Y%m%dT%H%M%S%f}")
             self.path.replace(aside)
             self.warning = (
                 f"the draft history could not be read ({error}): set aside as {aside.name}, a new one started"
             )
             self._create()
-        self._ready = True
+        self._ready = True  # not after a locked file: the next call tries again
 
     def _create(self) -> None:
         with closing(sqlite3.connect(self.path, timeout=5)) as connection, connection:
             version = connection.execute("PRAGMA user_version").fetchone()[0]
             if version not in (0, SCHEMA_VERSION):
-                raise sqlite3.DatabaseError(f"schema version {version}, this Sharpen reads {SCHEMA_VERSION}")
+                raise _NewerHistory(f"has schema version {version}; this Sharpen reads {SCHEMA_VERSION}")
             connection.executescript(_SCHEMA)
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             connection.execute("SELECT count(*) FROM drafts").fetchone()
@@ -147,6 +174,8 @@ class DraftHistory:
                 )
                 self._prune(connection, row[0])
                 return cursor.lastrowid
+        except _NewerHistory:
+            return None  # said once, when the file was opened
         except (sqlite3.Error, OSError) as error:
             self.warning = f"this draft was not kept in the history: {error}"
             return None
@@ -172,10 +201,12 @@ class DraftHistory:
         try:
             with self._connection() as connection:
                 rows = connection.execute(
-                    "SELECT id, document, created, kind, instruction, engine, model, route, settings, text, trace "
-                    "FROM drafts WHERE document = ? ORDER BY id DESC",
+                    "SELECT id, document, created, kind, instruction, engine, model, route, settings, text, "
+                    "trace IS NOT NULL FROM drafts WHERE document = ? ORDER BY id DESC",
                     (document_key(document),),
                 ).fetchall()
+        except _NewerHistory:
+            return []
         except (sqlite3.Error, OSError) as error:
             self.warning = f"the draft history could not be read: {error}"
             return []
@@ -194,5 +225,19 @@ class DraftHistory:
             route=json.loads(row[7]),
             settings=json.loads(row[8]),
             text=row[9],
-            packed_trace=row[10],
+            has_trace=bool(row[10]),
         )
+
+    def with_trace(self, past: PastDraft) -> PastDraft:
+        """The draft with its trace loaded (the list leaves traces out: they can be megabytes each)."""
+        if not past.has_trace or past.packed_trace is not None:
+            return past
+        try:
+            with self._connection() as connection:
+                row = connection.execute("SELECT trace FROM drafts WHERE id = ?", (past.id,)).fetchone()
+        except _NewerHistory:
+            return past
+        except (sqlite3.Error, OSError) as error:
+            self.warning = f"the draft's trace could not be read: {error}"
+            return past
+        return replace(past, packed_trace=row[0] if row else None)

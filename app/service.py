@@ -44,8 +44,8 @@ from router.policy import NoEngineAvailable, decide
 from router.profile import CostProfile, DeviceClass, ModelSize, estimate_profile, load_profile, save_profile
 from router.request import EngineName, Policy, Request, Route, approximate_tokens
 
-# The words document_instruction puts around the document, in tokens (a little more than they take).
-DOCUMENT_WORDS_TOKENS = 24
+# The prefix, suffix and middle tokens of a fill-in-the-middle prompt.
+FIM_TOKENS = 3
 
 
 class RoutingError(Exception):
@@ -145,16 +145,22 @@ class SharpenService:
 
         def on_ar(engine: AREngine) -> Iterator[Event]:
             if not request.asked:  # what belongs at the cursor: a continuation (FIM where the model has it)
-                fitted = self._fit(reply, request, engine.context_length - tokens, engine.count_tokens)
+                budget = engine.context_length - tokens
+                if engine.fills_middle:  # the engine keeps a quarter of its budget for the text after the cursor
+                    fitted = self._fit(reply, request, budget - FIM_TOKENS, engine.count_tokens, budget // 4)
+                else:  # the model sees only the text before the cursor: the rest is said to be left out
+                    fitted = self._fit(reply, replace(request, after=""), budget, engine.count_tokens)
+                    reply.context = replace(fitted, left_out_after=len(request.after))
                 return engine.complete(
                     fitted.before, fitted.after, max_tokens=tokens, stop=request.stop,
                     sampling=sampling, cancel=cancel,
                 )  # fmt: skip
             asked = request.asked
             if request.kind == "draft" and (request.before or request.after):
-                # The document goes into the request: the reply is the text for the cursor.
-                budget = engine.context_length - tokens - engine.count_tokens(document_instruction(asked, "", ""))
-                fitted = self._fit(reply, request, budget - DOCUMENT_WORDS_TOKENS, engine.count_tokens)
+                # The document goes into the request: the reply is the text for the cursor. The prompt's
+                # template, history and the words around the document are measured with a stand-in for it.
+                framing = engine.chat_prompt_length(request.conversation(document_instruction(asked, ".", ".")))
+                fitted = self._fit(reply, request, engine.context_length - tokens - framing, engine.count_tokens)
                 asked = document_instruction(asked, fitted.before, fitted.after)
             return engine.chat(
                 request.conversation(asked), max_tokens=tokens, stop=request.stop, sampling=sampling, cancel=cancel
@@ -184,11 +190,13 @@ class SharpenService:
         return reply
 
     @staticmethod
-    def _fit(reply: Reply, request: DraftRequest, budget: int, count: Callable[[str], int]) -> ContextUse:
+    def _fit(
+        reply: Reply, request: DraftRequest, budget: int, count: Callable[[str], int], after_at_most: int | None = None
+    ) -> ContextUse:
         """The document fitted to the model; the reply records it (a request without one records nothing)."""
         if not request.before and not request.after:
             return ContextUse("", "")
-        reply.context = fit_context(request.before, request.after, budget, count)
+        reply.context = fit_context(request.before, request.after, budget, count, after_at_most=after_at_most)
         return reply.context
 
     def _draft_route(self, request: DraftRequest, tokens: int, settings: DiffusionSettings) -> Route:

@@ -52,12 +52,20 @@ class AREngine(Protocol):
         stop: Sequence[str] = (),
         sampling: Sampling = GREEDY,
         cancel: CancelToken | None = None,
-        reply_start: str = "",
     ) -> Iterator[Event]: ...
 
     def forget_cache(self) -> None: ...
 
     def count_tokens(self, text: str) -> int: ...
+
+    def chat_prompt_length(self, instruction: Instruction) -> int:
+        """Tokens of the prompt a chat call builds for `instruction`, the template's own included."""
+        ...
+
+    @property
+    def fills_middle(self) -> bool:
+        """Whether a completion is given the text after the cursor too."""
+        ...
 
     def leading_text(self, text: str, tokens: int) -> str:
         """The start of `text` that is about `tokens` tokens long (calibration's prompt)."""

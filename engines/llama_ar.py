@@ -175,9 +175,23 @@ class LlamaAREngine:
         has_bos = bool(tokens) and tokens[0] == self.gguf.bos_token_id and self._adds_bos()
         return trim_left(tokens, budget, keep_first=1 if has_bos else 0)
 
-    def chat_prompt(self, instruction: Instruction, max_tokens: int, reply_start: str = "") -> list[int]:
-        """The chat template's tokens for `instruction`; the reply then begins with `reply_start` (the document
-        before the cursor, which the reply continues), given and not generated."""
+    def chat_prompt(self, instruction: Instruction, max_tokens: int) -> list[int]:
+        tokens = self._rendered(instruction)
+        self._check_max_tokens(max_tokens)
+        if len(tokens) + max_tokens > self.context_length:
+            raise PromptTooLongError(len(tokens), max_tokens, self.context_length)
+        return tokens
+
+    def chat_prompt_length(self, instruction: Instruction) -> int:
+        """Tokens of the chat template's prompt for `instruction` (the template's own words included)."""
+        return len(self._rendered(instruction))
+
+    @property
+    def fills_middle(self) -> bool:
+        """Whether a completion sees the text after the cursor (the model declares FIM tokens)."""
+        return self.gguf.fim is not None
+
+    def _rendered(self, instruction: Instruction) -> list[int]:
         template = self.gguf.chat_template
         if template is None:
             raise InvalidRequestError(f"{self.model_path.name} has no chat template, so it cannot follow instructions")
@@ -187,12 +201,7 @@ class LlamaAREngine:
             bos_text=self._token_text(self.gguf.bos_token_id),
             eos_text=self._token_text(self.gguf.eos_token_id),
         )
-        tokens = self.tokenize(rendered.text, add_bos=not rendered.has_bos, special=True)
-        tokens += self.tokenize(reply_start, add_bos=False) if reply_start else []
-        self._check_max_tokens(max_tokens)
-        if len(tokens) + max_tokens > self.context_length:
-            raise PromptTooLongError(len(tokens), max_tokens, self.context_length)
-        return tokens
+        return self.tokenize(rendered.text, add_bos=not rendered.has_bos, special=True)
 
     def _adds_bos(self) -> bool:
         return bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
@@ -238,14 +247,12 @@ class LlamaAREngine:
         stop: Sequence[str] = (),
         sampling: Sampling = GREEDY,
         cancel: CancelToken | None = None,
-        reply_start: str = "",
     ) -> Iterator[Event]:
-        """Stream the model's reply to an instruction or a conversation, through the model's own chat template;
-        a reply that must go on from `reply_start` (the document so far) streams what follows it."""
+        """Stream the model's reply to an instruction or a conversation, through the model's own chat template."""
         if is_blank(instruction):
             raise EmptyPromptError()
         with self._lock:
-            tokens = self.chat_prompt(instruction, max_tokens, reply_start)
+            tokens = self.chat_prompt(instruction, max_tokens)
             yield from self._generate(tokens, 0, max_tokens, stop, sampling, cancel or NEVER_CANCELLED)
 
     def _cached_prefix(self, tokens: Sequence[int]) -> int:

@@ -19,6 +19,8 @@ from models.remote import RemoteSource
 
 # Characters per token where the remote tokenizer cannot be asked (OpenAI's API has no tokenize call).
 CHARS_PER_TOKEN = 4
+# A chat template's markers around each message (role, start and end tokens), generously.
+TEMPLATE_TOKENS_PER_MESSAGE = 16
 
 
 class RemoteAREngine:
@@ -40,6 +42,15 @@ class RemoteAREngine:
 
     def count_tokens(self, text: str) -> int:
         return -(-len(text) // CHARS_PER_TOKEN)
+
+    def chat_prompt_length(self, instruction: Instruction) -> int:
+        # The server's template is unknown: its role markers, at a few tokens a message.
+        messages = as_messages(instruction)
+        return sum(self.count_tokens(m["content"]) + TEMPLATE_TOKENS_PER_MESSAGE for m in messages)
+
+    @property
+    def fills_middle(self) -> bool:
+        return True  # the suffix is sent; whether the server's model uses it is the server's business
 
     def leading_text(self, text: str, tokens: int) -> str:
         return text[: tokens * CHARS_PER_TOKEN]
@@ -88,15 +99,11 @@ class RemoteAREngine:
         stop: Sequence[str] = (),
         sampling: Sampling = GREEDY,
         cancel: CancelToken | None = None,
-        reply_start: str = "",
     ) -> Iterator[Event]:
         if is_blank(instruction):
             raise EmptyPromptError()
         self._check_max_tokens(max_tokens)
         messages: Any = as_messages(instruction)
-        if reply_start:
-            # OpenAI's API cannot start the reply for the model: the document goes into the request instead.
-            messages[-1]["content"] += f"\n\nGo on from the end of this text:\n\n{reply_start}"
         return self._stream(
             lambda: self._client.chat.completions.create(
                 model=self.source.model,

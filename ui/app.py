@@ -26,7 +26,7 @@ from app.draft_history import DraftHistory, PastDraft
 from app.reply import DraftRequest, Reply
 from app.service import SharpenError, SharpenService
 from engines.cancel import CancelToken
-from engines.diffusion.trace import TraceError, load_trace
+from engines.diffusion.trace import Trace, TraceError, load_trace
 from router.request import approximate_tokens
 from ui.draft_panel import DraftEnded, DraftPanel, DraftRun
 from ui.editor import SharpenEditor
@@ -308,7 +308,10 @@ class SharpenApp(App[None]):
             return
         request = run.request
         temperature = max(float(request.overrides.get("temperature") or 0.0), CANDIDATE_TEMPERATURE)
-        seed = len(self.panel.candidates)
+        base_seed = request.overrides.get("seed")
+        seed = (self.service.config.diffusion.seed if base_seed is None else int(base_seed)) + len(
+            self.panel.candidates
+        )
         again = replace(request, overrides={**request.overrides, "seed": seed, "temperature": temperature})
         self.start_draft(again, self.panel.title.rsplit(" · ", 1)[0], another=True)
 
@@ -327,7 +330,7 @@ class SharpenApp(App[None]):
         if run.state != "ready" or run.reply is None or run.request is None:
             return
         reply, document, instruction = run.reply, self.document, run.request.instruction
-        self.run_worker(lambda: self._keep(document, reply, instruction), thread=True, group="history")
+        self.run_worker(lambda: self._keep(document, reply, instruction), thread=True, group="history-write")
 
     def _keep(self, document: Path | None, reply: Reply, instruction: str) -> None:
         self.history.add(document, reply, instruction)
@@ -342,16 +345,33 @@ class SharpenApp(App[None]):
         if self.panel.refining:
             self.notify("a draft is refining: esc cancels it")
             return
-        self.run_worker(self._open_history, thread=True, group="history", exclusive=True)
+        self.run_worker(self._open_history, thread=True, group="history-read", exclusive=True)
 
     def _open_history(self) -> None:
         drafts = self.history.drafts(self.document)
         self._warn_about_history()
-        self.call_from_thread(self.push_screen, HistoryScreen(drafts), self._past_chosen)
+        self.call_from_thread(self._show_history, drafts)
+
+    def _show_history(self, drafts: list[PastDraft]) -> None:
+        self.push_screen(HistoryScreen(drafts), self._past_chosen)
 
     def _past_chosen(self, past: PastDraft | None) -> None:
-        if past is not None:
-            self.panel.show_past(past)
+        if past is None:
+            return
+        self.run_worker(lambda: self._reopen(past), thread=True, group="history-read", exclusive=True)
+
+    def _reopen(self, past: PastDraft) -> None:
+        """In a worker: read the draft's trace (megabytes, for a long one), then show it."""
+        loaded = self.history.with_trace(past)
+        trace = loaded.trace()
+        self._warn_about_history()
+        self.call_from_thread(self._show_past, loaded, trace)
+
+    def _show_past(self, past: PastDraft, trace: Trace | None) -> None:
+        if self.panel.refining:  # a draft started while the list was open
+            self.notify("a draft is refining: esc cancels it")
+            return
+        self.panel.show_past(past, trace)
 
     @on(DraftEnded)
     def calibrate_in_background(self, ended: DraftEnded) -> None:

@@ -41,6 +41,8 @@ class DraftRun:
     # What was asked: another candidate asks it again with a new seed.
     request: DraftRequest | None = None
     past: PastDraft | None = None
+    # A past draft's trace, read once.
+    past_trace: Trace | None = None
     state: DraftState = "refining"
     # Set when the panel has handled the end of the draft (the reply's own `done` is set a moment
     # earlier, by the worker thread).
@@ -59,8 +61,7 @@ class DraftRun:
     def passes(self) -> list[Pass]:
         if self.reply is not None:
             return self.reply.passes
-        trace = self.past.trace() if self.past is not None else None
-        return trace.passes if trace is not None else []
+        return self.past_trace.passes if self.past_trace is not None else []
 
 
 # The worker's messages name their run, so a late message from a replaced draft is dropped.
@@ -125,10 +126,11 @@ class DraftPanel(Vertical):
         self.last_trace: Trace | None = None
 
     def compose(self) -> ComposeResult:
-        yield Label("", id="draft-title")
+        # Plain text: an instruction or a draft may hold anything that looks like markup ("[/INST]").
+        yield Label("", id="draft-title", markup=False)
         with VerticalScroll():
             yield RefinementView(id="draft-view")
-        yield Label("", id="draft-hint")
+        yield Label("", id="draft-hint", markup=False)
 
     @property
     def view(self) -> RefinementView:
@@ -170,17 +172,16 @@ class DraftPanel(Vertical):
         )
         self.run_worker(lambda: self._refine(run), thread=True, group="draft", exit_on_error=False)
 
-    def show_past(self, past: PastDraft) -> None:
-        """Open the panel on a draft from the history, ready to insert (and to play back, if diffusion)."""
+    def show_past(self, past: PastDraft, trace: Trace | None) -> None:
+        """Open the panel on a draft from the history, ready to insert (and to play back: its trace, if it is
+        a diffusion draft's)."""
         stats = GenerationStats(0, 0, 0, 0, None, 0.0, "eos")
-        run = DraftRun(None, CancelToken(), past=past, state="ready", done=Done(past.text, stats))
+        run = DraftRun(None, CancelToken(), past=past, past_trace=trace, state="ready", done=Done(past.text, stats))
         self.candidates, self.run = [run], run
         asked = past.instruction or ("a rewrite" if past.kind == "infill" else "what belongs here")
         self.open(f"Past draft · {past.created[:16].replace('T', ' ')} · {past.engine} · {asked[:60]}")
         self._draw(run)
-        trace = past.trace()
-        if trace is not None:
-            self.last_trace = trace
+        self.last_trace = trace  # an AR draft has none: F5 must not replay an older draft instead
         self.hint(self._ready_hint(run))
 
     def flip(self, step: int) -> bool:

@@ -301,6 +301,8 @@ def draft_call(service: SharpenService, body: Mapping[str, Any]) -> Call:
         "stop": stop,
     }
     if "before" in body or "after" in body:
+        if _get(body, "instruction", str, "").strip() and not _get(body, "selection", str, "").strip():
+            raise bad_request("an instruction rewrites a text: give it as selection", param="selection")
         request = DraftRequest(
             "infill",
             _get(body, "instruction", str, ""),

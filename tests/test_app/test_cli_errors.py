@@ -28,6 +28,7 @@ BAD_ARGUMENTS = [
     (["draft", "hi", "--seed", "x"], "--seed: must be a whole number, got 'x'"),
     (["draft", "hi", "--schedule", "zigzag"], "invalid choice: 'zigzag'"),
     (["draft", "hi", "--at", "3"], "--at needs --context FILE"),
+    (["draft", "hi", "--at", "99999", "--context", "README.md"], "is past the end of README.md"),
     (["draft", "hi", "--context", "/no/such/document.txt"], "/no/such/document.txt"),
     (["draft", "hi", "--at", "-1", "--context", "x"], "--at: must be at least 0"),
     (["infill", "--before", "a"], "the following arguments are required: --after"),

@@ -29,8 +29,8 @@ def test_the_paragraphs_nearest_the_cursor_are_kept_whole() -> None:
     assert use.before.startswith("Paragraph ") and use.after.startswith("After 0")
     assert use.before.endswith("\n\n") and use.after.endswith("\n\n")
     assert words(use.before) + words(use.after) <= 60 - 8
-    # The text after the cursor keeps a quarter of the budget, in whole paragraphs (one here).
-    assert use.after == "After 0 has five words too.\n\n"
+    # The text after the cursor keeps a quarter of the budget, in whole paragraphs (two here).
+    assert use.after == "After 0 has five words too.\n\nAfter 1 has five words too.\n\n"
     assert use.left_out_before == len(before) - len(use.before) > 0
     assert use.left_out_after == len(after) - len(use.after) > 0
     assert "characters before the cursor" in use.note() and "after it" in use.note()
@@ -87,3 +87,32 @@ def test_the_router_counts_the_document_and_says_so(sharpen_home: object) -> Non
     assert str(approximate_tokens(document)) in in_document.route.reason
     for engine, estimate in in_document.route.estimates.items():
         assert estimate.seconds > plain.route.estimates[engine].seconds
+
+
+def test_a_short_text_after_the_cursor_is_kept_whole_beside_a_long_one_before() -> None:
+    """A letter's sign-off after the cursor must survive a long letter before it."""
+    before = "".join(f"Paragraph {n} has five words.\n\n" for n in range(100))
+    use = fit_context(before, "\n\nBest,\nAna\n", 200, words)
+    assert use.after == "\n\nBest,\nAna\n" and use.left_out_after == 0
+    assert use.left_out_before > 0 and before.endswith(use.before)
+
+
+def test_an_ar_draft_into_one_paragraph_longer_than_the_context_still_runs(sharpen_home: object) -> None:
+    service = SharpenService(Config(), sharpen_paths())
+    paragraph = " ".join(f"The committee met on day {n} and agreed on the budget." for n in range(400))
+    reply = service.draft(DraftRequest("draft", "Summarise the decision.", before=paragraph, tokens=24, engine="ar"))
+    assert reply.text()
+    assert reply.context is not None and reply.context.left_out_before > 0
+    assert paragraph.endswith(reply.context.before)
+    assert reply.done is not None and reply.done.stats.prompt_tokens + 24 <= service.ar_engine().context_length
+
+
+def test_a_continuation_without_fim_says_the_text_after_was_not_seen(sharpen_home: object) -> None:
+    """SmolLM2 declares no FIM tokens: an empty instruction continues the text before the cursor, and the
+    reply says the text after it was left out."""
+    service = SharpenService(Config(), sharpen_paths())
+    reply = service.draft(
+        DraftRequest("draft", before="Dear Sam, thanks for", after="\n\nBest, Ana", tokens=6, engine="ar")
+    )
+    assert reply.text() == service.complete("Dear Sam, thanks for", max_tokens=6).text()
+    assert reply.context is not None and reply.context.left_out_after == len("\n\nBest, Ana")

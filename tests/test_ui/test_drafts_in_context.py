@@ -172,3 +172,20 @@ async def test_a_corrupt_history_is_set_aside_with_a_warning(make_app: AppFactor
     aside = list(state.glob("drafts.sqlite3.corrupt-*"))
     assert len(aside) == 1 and aside[0].read_bytes().startswith(b"this is not a database")
     assert DraftHistory(state / "drafts.sqlite3").drafts(None) == []
+
+
+async def test_a_length_the_user_typed_stays_put(make_app: AppFactory) -> None:
+    app = make_app(config=make_config(None, autocomplete=False))
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.editor.load_text("Dear Sam, thank you for the flowers and the card.")
+        app.editor.move_cursor((0, 10))
+        app.editor.move_cursor((0, 49), select=True)
+        await pilot.press("ctrl+r")
+        assert isinstance(app.screen, RewriteScreen)
+        length = app.screen.query_one("#draft-tokens", Input)
+        length.focus()
+        length.value = ""
+        await pilot.press(*"40")
+        app.screen.query_one("#rewrite-instruction", Input).focus()
+        await pilot.press(*"much shorter")
+        assert length.value == "40"

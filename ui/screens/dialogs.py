@@ -81,7 +81,9 @@ class RewriteScreen(ModalScreen[DraftAsk | None]):
     def _follow_instruction(self, event: Input.Changed) -> None:
         if not self._length_chosen:
             self._suggested = str(suggested_rewrite_tokens(event.value, self.selection_tokens))
-            self.query_one("#draft-tokens", Input).value = self._suggested
+            length = self.query_one("#draft-tokens", Input)
+            with length.prevent(Input.Changed):
+                length.value = self._suggested
 
     @on(Input.Changed, "#draft-tokens")
     def _length_set(self, event: Input.Changed) -> None:

@@ -25,7 +25,8 @@ class HistoryScreen(ModalScreen[PastDraft | None]):
                 yield Label("No drafts of this document yet: Ctrl+D drafts one. Esc closes.")
                 return
             yield Label("Past drafts of this document (enter reopens one; then ctrl+enter inserts, f5 replays):")
-            yield OptionList(*(Option(past.summary, id=key) for key, past in self.drafts.items()), id="history")
+            options = [Option(past.summary, id=key) for key, past in self.drafts.items()]
+            yield OptionList(*options, id="history", markup=False)
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(self.drafts.get(event.option.id or ""))

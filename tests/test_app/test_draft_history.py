@@ -1,0 +1,61 @@
+"""The draft history on its own: kept, listed newest first, pruned, its traces loaded on demand; a file that is
+not a database set aside, a newer one left alone."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from app.draft_history import DraftHistory
+from app.reply import Reply
+from engines.events import Done, GenerationStats
+from engines.llama_ar import LlamaAREngine
+from router.request import Route
+
+
+def finished(ar_engine: LlamaAREngine, text: str) -> Reply:
+    """A finished AR reply (the engine only names the model: the events are given)."""
+    done = Done(text, GenerationStats(3, 0, 0, 2, 0.01, 0.02, "eos"))
+    reply = Reply(Route("ar", "smollm2-135m-instruct", {}), lambda: (iter([done]), ar_engine), kind="draft", tokens=2)
+    reply.text()
+    return reply
+
+
+def test_drafts_are_kept_per_document_newest_first_and_pruned(tmp_path: Path, ar_engine: LlamaAREngine) -> None:
+    history = DraftHistory(tmp_path / "drafts.sqlite3", keep_per_document=3)
+    letter, notes = tmp_path / "letter.txt", tmp_path / "notes.txt"
+    for n in range(5):
+        assert history.add(letter, finished(ar_engine, f"draft {n}"), f"ask {n}") is not None
+    history.add(notes, finished(ar_engine, "a note"), "")
+    assert [past.text for past in history.drafts(letter)] == ["draft 4", "draft 3", "draft 2"]
+    assert [past.instruction for past in history.drafts(notes)] == [""]
+    past = history.drafts(letter)[0]
+    assert past.engine == "ar" and past.route["engine"] == "ar" and not past.has_trace
+    assert history.with_trace(past).trace() is None
+
+
+def test_the_history_is_bounded_in_bytes(tmp_path: Path, ar_engine: LlamaAREngine) -> None:
+    history = DraftHistory(tmp_path / "drafts.sqlite3", keep_bytes=2500)
+    for n in range(5):
+        history.add(None, finished(ar_engine, f"{n}" * 1000), "")
+    assert [past.text[0] for past in history.drafts(None)] == ["4", "3"]
+
+
+def test_a_file_that_is_not_a_database_is_set_aside(tmp_path: Path, ar_engine: LlamaAREngine) -> None:
+    path = tmp_path / "drafts.sqlite3"
+    path.write_bytes(b"not sqlite " * 200)
+    history = DraftHistory(path)
+    assert history.add(None, finished(ar_engine, "kept"), "") is not None
+    assert "set aside" in history.warning
+    assert [p.read_bytes()[:11] for p in tmp_path.glob("drafts.sqlite3.corrupt-*")] == [b"not sqlite "]
+    assert [past.text for past in DraftHistory(path).drafts(None)] == ["kept"]
+
+
+def test_a_history_from_a_newer_sharpen_is_left_alone(tmp_path: Path, ar_engine: LlamaAREngine) -> None:
+    path = tmp_path / "drafts.sqlite3"
+    with sqlite3.connect(path) as connection:
+        connection.execute("PRAGMA user_version = 99")
+    history = DraftHistory(path)
+    assert history.add(None, finished(ar_engine, "lost"), "") is None
+    assert "schema version 99" in history.warning and path.exists()
+    assert not list(tmp_path.glob("*.corrupt-*"))
