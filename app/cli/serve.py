@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import ipaddress
 import os
+import socket
 
 from app.cli.common import EXIT_USAGE, Command, fail, service, setting_flag
 
@@ -33,6 +35,22 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def address_problem(host: str, port: int) -> str:
+    """Why the server could not listen on host:port ("" if it can): said in one line before uvicorn starts."""
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+            probe.bind((host, port))
+    except socket.gaierror:
+        return f"--host {host}: no such address on this machine"
+    except OSError as error:
+        if error.errno == errno.EADDRINUSE:
+            return f"port {port} on {host} is in use (another server?): choose another with --port"
+        return f"cannot listen on {host}:{port}: {error.strerror or error}"
+    return ""
+
+
 def serve(args: argparse.Namespace) -> int:
     sharpen = service()
     section = sharpen.config.server
@@ -45,6 +63,9 @@ def serve(args: argparse.Namespace) -> int:
             f"--host {host} can be reached from other machines: give --api-key KEY (or set {API_KEY_VARIABLE})",
             EXIT_USAGE,
         )
+    problem = address_problem(host, port)
+    if problem:
+        return fail(problem)
     # Imported here: the server's libraries are needed by this command only.
     import uvicorn
 

@@ -142,3 +142,17 @@ def _get_when_up(url: str) -> Any:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
+
+
+def test_a_port_in_use_is_one_clear_line(capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    from app.cli import main
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["serve", "--port", str(port)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"sharpen: error: port {port} on 127.0.0.1 is in use (another server?): choose another with --port"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Protocol
@@ -11,9 +12,11 @@ from textual.pilot import Pilot
 from ui_support import AppFactory, make_config
 
 from app import model_manager
+from app.draft_history import PastDraft
 from engines.diffusion.trace import load_trace
 from models.fit import Machine
 from ui.app import SharpenApp
+from ui.screens.history import HistoryScreen
 
 SIZE = (80, 24)
 TEXT = "Dear Sam,\n\nThanks for the notes from Tuesday. I went through the list this morning."
@@ -78,3 +81,39 @@ def test_draft_panel_mid_refinement(snap_compare: SnapCompare, make_app: AppFact
 def test_playback_screen(snap_compare: SnapCompare, make_app: AppFactory, fixed_trace: Path) -> None:
     app = make_app(config=make_config(autocomplete=False), trace=fixed_trace)
     assert snap_compare(app, terminal_size=SIZE, press=["home", "right"])
+
+
+def test_rewrite_dialog(snap_compare: SnapCompare, make_app: AppFactory) -> None:
+    app, prepare = editor_app(make_app)
+
+    async def select_and_ask(pilot: Pilot) -> None:
+        await prepare(pilot)
+        app.editor.move_cursor((2, 0))
+        app.editor.move_cursor((2, 30), select=True)
+        await pilot.press("ctrl+r")
+        await pilot.press(*"shorter")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=select_and_ask)
+
+
+def past(number: int, created: str, kind: str, instruction: str, engine: str, text: str) -> PastDraft:
+    return PastDraft(number, "untitled", created, kind, instruction, engine, "sharpen-draft", {}, {}, text)
+
+
+def test_past_drafts_screen(snap_compare: SnapCompare, make_app: AppFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two past drafts of an untitled document, their times drawn in UTC."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    app, prepare = editor_app(make_app)
+    drafts = [
+        past(2, "2026-11-30T09:15:00+00:00", "infill", "more formal", "diffusion", "We would be delighted to attend."),
+        past(1, "2026-11-29T17:40:00+00:00", "draft", "decline [politely]", "ar", "Thanks, but I cannot make Friday."),
+    ]
+
+    async def open_history(pilot: Pilot) -> None:
+        await prepare(pilot)
+        app.push_screen(HistoryScreen(drafts))
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=open_history)

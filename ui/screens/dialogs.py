@@ -33,8 +33,9 @@ class DraftPromptScreen(ModalScreen[DraftAsk | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label("Draft at the cursor, to fit the document around it: what should it say?")
-            yield Input(placeholder="e.g. a reply declining politely (empty: what belongs here)", id="draft-prompt")
+            yield Label("Draft at the cursor: what should it say?")
+            yield Label("It is written to fit the text around the cursor.", classes="hint")
+            yield Input(placeholder="e.g. a reply declining politely; empty: what belongs here", id="draft-prompt")
             yield Label("Length in tokens")
             yield Input(str(self.default_tokens), id="draft-tokens", type="integer")
             yield Label("", id="draft-error", classes="error")
@@ -71,7 +72,8 @@ class RewriteScreen(ModalScreen[DraftAsk | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label("Rewrite the selection: how? (empty: fill it from the text around it)")
+            yield Label("Rewrite the selection: how?")
+            yield Label("Empty: new text for it from the text on both sides.", classes="hint")
             yield Input(placeholder="e.g. shorter, more formal, as a bulleted list", id="rewrite-instruction")
             yield Label("Length in tokens")
             yield Input(self._suggested, id="draft-tokens", type="integer")

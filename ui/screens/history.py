@@ -24,7 +24,8 @@ class HistoryScreen(ModalScreen[PastDraft | None]):
             if not self.drafts:
                 yield Label("No drafts of this document yet: Ctrl+D drafts one. Esc closes.")
                 return
-            yield Label("Past drafts of this document (enter reopens one; then ctrl+enter inserts, f5 replays):")
+            yield Label("Past drafts of this document: enter reopens one.")
+            yield Label("Then ctrl+enter inserts it and f5 replays its passes.", classes="hint")
             options = [Option(past.summary, id=key) for key, past in self.drafts.items()]
             yield OptionList(*options, id="history", markup=False)
 
