@@ -30,3 +30,11 @@ class PromptTooLongError(EngineError, ValueError):
 
 class InvalidRequestError(EngineError, ValueError):
     pass
+
+
+class EngineBusy(EngineError):
+    """The engine cannot take the request now (a remote server's 429 or 503): try again later."""
+
+    def __init__(self, message: str, retry_after_s: int | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s

@@ -12,7 +12,7 @@ import openai
 
 from engines.ar_engine import GREEDY, Sampling, TrimPolicy
 from engines.cancel import NEVER_CANCELLED, CancelToken
-from engines.errors import EmptyPromptError, EngineError, InvalidRequestError
+from engines.errors import EmptyPromptError, EngineBusy, EngineError, InvalidRequestError
 from engines.events import Done, Event, FinishReason, GenerationStats, Token
 from engines.messages import Instruction, as_messages, is_blank
 from models.remote import RemoteSource
@@ -181,4 +181,10 @@ class RemoteAREngine:
             message = str(inner.get("message", message)) if isinstance(inner, dict) else message
         if error.status_code == 400:
             return InvalidRequestError(f"the remote model {self.source.label} refused the request: {message}")
+        if error.status_code in (429, 503):
+            after = error.response.headers.get("retry-after", "")
+            return EngineBusy(
+                f"the remote model {self.source.label} is busy ({error.status_code}): {message}",
+                int(after) if after.isdigit() else None,
+            )
         return EngineError(f"the remote model {self.source.label} answered {error.status_code}: {message}")

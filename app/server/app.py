@@ -34,6 +34,7 @@ from app.server.shapes import (
 )
 from app.service import SharpenService
 from engines.events import Done, Event, Pass
+from router.cost import estimate_ar
 from router.request import ENGINES, EngineName
 
 # Seconds between SSE comments that keep a quiet stream (long passes between settled text) open through proxies.
@@ -144,9 +145,8 @@ class SharpenServer:
         except Exception as error:
             return api_error_for(error).response()
         queue = self.queues[call.reply.engine]
-        estimate = call.reply.route.estimates.get(call.reply.engine)
         try:
-            queue.admit(estimate.seconds if estimate else 1.0)
+            queue.admit(lambda: self._estimate_s(call))
         except QueueFull as full:
             headers = {"Retry-After": str(full.retry_after_s)}
             return ApiError(429, str(full), kind="rate_limit_error", code="queue_full", headers=headers).response()
@@ -189,6 +189,15 @@ class SharpenServer:
             return api_error_for(error).response()
         finally:
             watch.stop()
+
+    def _estimate_s(self, call: Call) -> float:
+        """How long the request is expected to hold its engine (Retry-After is this times the requests
+        ahead): the route's estimate, or for a completion (routed without one) the AR costs for its length."""
+        estimate = call.reply.route.estimates.get(call.reply.engine)
+        if estimate is not None:
+            return estimate.seconds
+        profile, _warning = self.service.cost_profile()
+        return estimate_ar(call.reply.tokens, 0, profile.ar).seconds
 
     @staticmethod
     async def _body(request: Request) -> Mapping[str, Any]:

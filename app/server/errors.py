@@ -9,7 +9,7 @@ from starlette.responses import JSONResponse
 
 from app.config import ConfigError
 from app.service import NoDraftModel, RoutingError
-from engines.errors import EmptyPromptError, EngineError, InvalidRequestError, PromptTooLongError
+from engines.errors import EmptyPromptError, EngineBusy, EngineError, InvalidRequestError, PromptTooLongError
 from models.errors import ModelError
 
 
@@ -55,6 +55,9 @@ def api_error_for(error: Exception) -> ApiError:
         return ApiError(400, str(error), code="model_not_found")
     if isinstance(error, ModelError):
         return ApiError(503, str(error), kind="server_error", code="model_not_available")
+    if isinstance(error, EngineBusy):
+        headers = {"Retry-After": str(error.retry_after_s)} if error.retry_after_s else {}
+        return ApiError(503, str(error), kind="server_error", code="engine_busy", headers=headers)
     if isinstance(error, EngineError):
         return ApiError(500, str(error), kind="server_error")
     # A bug: the client gets one line, the server's log the traceback.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -35,11 +36,12 @@ class EngineQueue:
     def waiting(self) -> int:
         return self.admitted - (1 if self.running else 0)
 
-    def admit(self, estimate_s: float) -> None:
-        """Take a place in the queue, or raise QueueFull with a retry time from the engine's cost estimate."""
+    def admit(self, estimate_s: Callable[[], float]) -> None:
+        """Take a place in the queue, or raise QueueFull with a retry time from the request's cost estimate
+        (asked for only then)."""
         if self.admitted >= self.capacity:
             self.counts.refused += 1
-            raise QueueFull(self.engine, max(1, math.ceil(estimate_s * self.admitted)))
+            raise QueueFull(self.engine, max(1, math.ceil(estimate_s() * self.admitted)))
         self.admitted += 1
 
     async def wait_turn(self) -> None:

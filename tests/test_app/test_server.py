@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,12 +16,14 @@ import httpx2 as httpx
 import openai
 import pytest
 
-from app.config import Config, ServerSection
+from app.config import Config, ModelsSection, ServerSection
 from app.paths import SharpenPaths
 from app.reply import DraftRequest
 from app.server.app import ServerOptions
+from app.server.errors import api_error_for
 from app.server.threaded import running_server
 from app.service import SharpenService
+from engines.errors import EngineBusy
 from router.calibration import QUICK
 
 INSTRUCTION = "Write a short email to Sam declining the Friday meeting politely."
@@ -300,6 +304,38 @@ def test_a_full_queue_answers_429_and_the_other_engine_still_serves(service: Sha
         reply = client(url).completions.create(model="sharpen", prompt="Dear Sam,", max_tokens=4)
         assert reply.choices[0].text
         assert _status(url)["ar"]["served"] == 1 and _status(url)["diffusion"]["served"] == 0
+
+
+def test_a_busy_ar_engine_says_when_to_retry_and_a_remote_sharpen_passes_it_on(
+    service: SharpenService, tmp_path: Path
+) -> None:
+    """Completions carry no route estimate: Retry-After comes from the AR costs for the request's length. A
+    second Sharpen whose AR model is this server hears the 429 as 'busy', with the server's Retry-After."""
+    long_prompt = "The committee reviewed the budget, the hiring plan and the office move in detail. " * 90
+    with running_server(service, ServerOptions(queue=0)) as url:
+        holder = threading.Thread(
+            target=lambda: httpx.post(
+                f"{url}/v1/completions", json={"prompt": long_prompt, "max_tokens": 200}, timeout=120
+            )
+        )
+        holder.start()
+        assert _wait_for(lambda: _status(url)["ar"]["running"])
+        with pytest.raises(openai.RateLimitError) as refused:
+            client(url).completions.create(model="sharpen", prompt="Dear Sam,", max_tokens=1000)
+        estimated = service.cost_profile()[0].ar.seconds_per_token * 1000
+        assert int(refused.value.response.headers["retry-after"]) == max(1, math.ceil(estimated))
+        remote_name = f"openai:{url}/v1#smollm2-135m-instruct"
+        remote = SharpenService(Config(models=ModelsSection(complete=remote_name, draft="")), paths_under(tmp_path))
+        with pytest.raises(EngineBusy) as busy:
+            remote.complete("Dear Sam,", max_tokens=1000).text()
+        assert "is busy (429)" in str(busy.value) and busy.value.retry_after_s == max(1, math.ceil(estimated))
+        answer = api_error_for(busy.value)
+        assert (answer.status, answer.code, answer.headers["Retry-After"]) == (
+            503,
+            "engine_busy",
+            str(busy.value.retry_after_s),
+        )
+        holder.join(timeout=120)
 
 
 def test_a_client_that_disconnects_cancels_its_draft(service: SharpenService) -> None:

@@ -51,11 +51,11 @@ def test_a_child_cancel_token_follows_its_parent_but_not_the_other_way() -> None
 
 async def test_a_queue_admits_one_running_and_its_waiting_then_refuses() -> None:
     queue = EngineQueue("diffusion", waiting=1)
-    queue.admit(2.5)
+    queue.admit(lambda: 2.5)
     await queue.wait_turn()
-    queue.admit(2.5)
+    queue.admit(lambda: 2.5)
     with pytest.raises(QueueFull) as full:
-        queue.admit(2.5)
+        queue.admit(lambda: 2.5)
     # Two ahead of it, each estimated 2.5 s.
     assert full.value.retry_after_s == 5
     assert queue.as_json() | {} == {
