@@ -27,12 +27,16 @@ class SharpenPaths:
     def config_file(self) -> Path:
         return self.config_dir / "config.toml"
 
+    @classmethod
+    def under(cls, root: Path) -> SharpenPaths:
+        """Every dir in one folder (what SHARPEN_HOME asks for; tests and benchmarks use it too)."""
+        return cls(root / "config", root / "data", root / "state", root / "cache")
+
 
 def sharpen_paths() -> SharpenPaths:
     home = os.environ.get(HOME_ENV)
     if home:
-        root = Path(home).expanduser()
-        return SharpenPaths(root / "config", root / "data", root / "state", root / "cache")
+        return SharpenPaths.under(Path(home).expanduser())
     return SharpenPaths(
         config_dir=Path(platformdirs.user_config_dir(APP_NAME)),
         data_dir=Path(platformdirs.user_data_dir(APP_NAME)),

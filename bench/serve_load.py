@@ -65,8 +65,7 @@ def main() -> None:
     lost: list[str] = []
     lock = threading.Lock()
     with tempfile.TemporaryDirectory() as home:
-        root = Path(home)
-        service = SharpenService(Config(), SharpenPaths(root / "c", root / "d", root / "s", root / "k"))
+        service = SharpenService(Config(), SharpenPaths.under(Path(home)))
         with running_server(service, ServerOptions(queue=args.queue)) as url:
             warm = openai.OpenAI(base_url=f"{url}/v1", api_key="none", max_retries=0)
             for kind in kinds:  # loads both engines before the clock starts

@@ -19,6 +19,7 @@ from engines.events import Done, Event, FinishReason, GenerationStats, Token
 from engines.llama_batched import BatchedReply, greedy_replies
 from engines.llama_load import ContextShape, open_llama, use_threads
 from engines.messages import Instruction, is_blank
+from engines.stops import StopScanner
 from engines.threads import FOREGROUND, threads_for
 from models.errors import UnsupportedModel
 from models.gguf_info import GGUFInfo, inspect_gguf
@@ -49,40 +50,6 @@ def trim_left(tokens: Sequence[int], budget: int, keep_first: int = 0) -> tuple[
     cut = -(-excess // TRIM_STEP) * TRIM_STEP
     cut = min(cut, len(tokens) - keep_first - 1)
     return list(tokens[:keep_first]) + list(tokens[keep_first + cut :]), cut
-
-
-class _StopScanner:
-    """Finds stop strings in streamed text and holds back text that might be the start of one."""
-
-    def __init__(self, stop: Sequence[str]) -> None:
-        self.stop = [s for s in stop if s]
-        self.text = ""
-        self.emitted = 0
-
-    def feed(self, piece: str) -> tuple[str, bool]:
-        """Add a piece; return the text that is now safe to show and whether a stop string was hit."""
-        self.text += piece
-        hits = [i for i in (self.text.find(s) for s in self.stop) if i >= 0]
-        if hits:
-            self.text = self.text[: min(hits)]
-            return self._release(len(self.text)), True
-        held = max((self._partial(s) for s in self.stop), default=0)
-        return self._release(len(self.text) - held), False
-
-    def flush(self) -> str:
-        return self._release(len(self.text))
-
-    def _partial(self, stop: str) -> int:
-        for n in range(min(len(stop) - 1, len(self.text)), 0, -1):
-            if self.text.endswith(stop[:n]):
-                return n
-        return 0
-
-    def _release(self, upto: int) -> str:
-        upto = max(upto, self.emitted)
-        out = self.text[self.emitted : upto]
-        self.emitted = upto
-        return out
 
 
 class LlamaAREngine:
@@ -278,7 +245,7 @@ class LlamaAREngine:
         use_threads(self._llama, threads_for(self.settings.n_threads))
         reused = self._cached_prefix(tokens)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        scanner = _StopScanner(stop)
+        scanner = StopScanner(stop)
         first_token_at: float | None = None
         generated = 0
         finish: FinishReason = "length"

@@ -151,39 +151,28 @@ class SharpenServer:
             headers = {"Retry-After": str(full.retry_after_s)}
             return ApiError(429, str(full), kind="rate_limit_error", code="queue_full", headers=headers).response()
         watch = DisconnectWatch(request)
+        run: ReplyRun | None = None
         try:
             await watch.until(queue.wait_turn())
-        except ClientGone:
-            watch.stop()
-            return Response(status_code=499)
-        run = ReplyRun(call.reply, call.cancel, queue.finish)
-        run.start()
-        try:
+            run = ReplyRun(call.reply, call.cancel, queue.finish)
+            run.start()
             first = await watch.until(run.next())
-        except ClientGone:
-            run.cancel()
-            watch.stop()
-            return Response(status_code=499)
-        except Exception as error:
-            watch.stop()
-            return api_error_for(error).response()
-        assert first is not None, "every reply yields at least its Done"
-        headers = route_headers(call.reply)
-        if call.stream:
-            watch.stop()  # sse-starlette listens for the disconnect from here on
-            return EventSourceResponse(
-                self._cancelling(run, streamer(call, run, first)), headers=headers, ping=PING_S, sep=SEP
-            )
-        try:
-            done = first if isinstance(first, Done) else None
-            while done is None:
+            assert first is not None, "every reply yields at least its Done"
+            headers = route_headers(call.reply)
+            if call.stream:
+                watch.stop()  # sse-starlette listens for the disconnect from here on
+                stream = self._cancelling(run, streamer(call, run, first))
+                return EventSourceResponse(stream, headers=headers, ping=PING_S, sep=SEP)
+            done = first
+            while not isinstance(done, Done):
                 event = await watch.until(run.next())
                 if event is None:
                     raise RuntimeError("the reply ended without Done")
-                done = event if isinstance(event, Done) else None
+                done = event
             return JSONResponse(answer(call, done), headers=headers)
         except ClientGone:
-            run.cancel()
+            if run is not None:
+                run.cancel()
             return Response(status_code=499)
         except Exception as error:
             return api_error_for(error).response()
@@ -288,7 +277,7 @@ class SharpenServer:
     @staticmethod
     def _draft_body(call: Call, done: Done) -> dict[str, Any]:
         trace = call.reply.trace()
-        records = [json.loads(line) for line in trace.to_jsonl().splitlines()] if trace is not None else []
+        records = trace.records() if trace is not None else []
         return {"text": done.text, "sharpen": sharpen_field(call.reply, done), "trace": records}
 
 

@@ -7,18 +7,8 @@ import logging
 from collections.abc import Sequence
 
 from app.reply import Reply
-from engines.diffusion.settled import first_stop
 from engines.events import Done, Event, Pass, Token
-
-
-def before_stops(text: str, stop: Sequence[str]) -> str:
-    """The part of `text` that no stop string can still cut: up to the first stop, less any tail that could
-    be the start of one."""
-    cut = first_stop(text, stop)
-    if cut is not None:
-        return text[:cut]
-    held = max((n for s in stop for n in range(1, len(s)) if text.endswith(s[:n])), default=0)
-    return text[: len(text) - held]
+from engines.stops import before_stops
 
 
 class TextDeltas:

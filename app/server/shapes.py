@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from app.reply import Reply
-from engines.events import DiffusionStats, Done, GenerationStats, Pass
+from engines.events import Done, GenerationStats, Pass
 
 if TYPE_CHECKING:
     from app.server.requests import Call
@@ -159,7 +159,3 @@ def pass_body(reply: Reply, event: Pass) -> dict[str, Any]:
         "window": list(event.window),
         "elapsed_ms": round(event.elapsed_s * 1000, 3),
     }
-
-
-def is_diffusion(done: Done) -> bool:
-    return isinstance(done.stats, DiffusionStats)

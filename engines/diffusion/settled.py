@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from engines.cancel import CancelToken
 from engines.events import Done, Pass
+from engines.stops import first_stop
 
 Decode = Callable[[Sequence[int]], str]
 
@@ -17,11 +18,6 @@ def settled_text(event: Pass, decode: Decode) -> str:
     until its last byte settles, so each pass's settled text starts with the one before and the final text
     starts with all of them."""
     return decode(event.canvas[: event.stable_prefix]).rstrip("\ufffd")
-
-
-def first_stop(text: str, stop: Sequence[str]) -> int | None:
-    hits = [at for at in (text.find(s) for s in stop if s) if at >= 0]
-    return min(hits) if hits else None
 
 
 def stopping_at(

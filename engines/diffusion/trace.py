@@ -49,33 +49,35 @@ class Trace:
         elif isinstance(event.stats, DiffusionStats):
             self.text, self.stats = event.text, event.stats
 
-    def to_jsonl(self) -> str:
+    def records(self) -> list[dict[str, Any]]:
+        """The trace as its JSON Lines' records: a header, one record a pass, a footer."""
         if self.stats is None or self.text is None:
             raise TraceError("a trace is written once its draft has finished (it has no final stats yet)")
         pieces: dict[str, str] = {}
-        lines = [
-            json.dumps({"type": "header", "format": TRACE_FORMAT, "version": TRACE_VERSION, **asdict(self.header)})
+        records: list[dict[str, Any]] = [
+            {"type": "header", "format": TRACE_FORMAT, "version": TRACE_VERSION, **asdict(self.header)}
         ]
         for p in self.passes:
             for token, piece in zip(p.canvas, p.pieces, strict=True):
                 if piece != MASKED_PIECE or token != self.header.mask_token_id:
                     pieces.setdefault(str(token), piece)
-            lines.append(
-                json.dumps(
-                    {
-                        "type": "pass",
-                        "index": p.index,
-                        "canvas": list(p.canvas),
-                        "committed": list(p.committed),
-                        "confidences": list(p.confidences),
-                        "stable_prefix": p.stable_prefix,
-                        "window": list(p.window),
-                        "elapsed_s": p.elapsed_s,
-                    }
-                )
+            records.append(
+                {
+                    "type": "pass",
+                    "index": p.index,
+                    "canvas": list(p.canvas),
+                    "committed": list(p.committed),
+                    "confidences": list(p.confidences),
+                    "stable_prefix": p.stable_prefix,
+                    "window": list(p.window),
+                    "elapsed_s": p.elapsed_s,
+                }
             )
-        lines.append(json.dumps({"type": "footer", "text": self.text, "stats": asdict(self.stats), "pieces": pieces}))
-        return "\n".join(lines) + "\n"
+        records.append({"type": "footer", "text": self.text, "stats": asdict(self.stats), "pieces": pieces})
+        return records
+
+    def to_jsonl(self) -> str:
+        return "".join(json.dumps(record) + "\n" for record in self.records())
 
 
 def load_trace(path: Path | str) -> Trace:

@@ -168,8 +168,11 @@ def test_draft_in_a_document_reports_the_context(
     context = payload["context"]
     assert context["before_chars"] == at and context["after_chars"] == len("Best,\nAna\n")
     assert context["left_out_before_chars"] == 0 and context["left_out_after_chars"] == 0
-    # The prompt counts the instruction's template and the document before the cursor.
-    assert payload["tokens"]["prompt"] > context["tokens"] - 5 > 0
+    # The document before the cursor is in the prompt: it is longer than the instruction's alone.
+    assert main(["draft", "decline politely", "--tokens", "32", "--json"]) == 0
+    alone = json.loads(capsys.readouterr().out)
+    assert "context" not in alone and context["tokens"] > 0
+    assert payload["tokens"]["prompt"] > alone["tokens"]["prompt"]
 
 
 def test_a_long_document_is_cut_and_the_cli_says_so(

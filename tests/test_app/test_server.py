@@ -16,14 +16,14 @@ import httpx2 as httpx
 import openai
 import pytest
 
-from app.config import Config, ModelsSection, ServerSection
+from app.config import Config, ModelsSection
 from app.paths import SharpenPaths
 from app.reply import DraftRequest
 from app.server.app import ServerOptions
 from app.server.errors import api_error_for
 from app.server.threaded import running_server
 from app.service import SharpenService
-from engines.errors import EngineBusy
+from engines.errors import EngineBusy, EngineError
 from router.calibration import QUICK
 
 INSTRUCTION = "Write a short email to Sam declining the Friday meeting politely."
@@ -31,14 +31,10 @@ INSTRUCTION = "Write a short email to Sam declining the Friday meeting politely.
 DIFFUSION = {"sharpen": {"engine": "diffusion"}}
 
 
-def paths_under(root: Path) -> SharpenPaths:
-    return SharpenPaths(root / "config", root / "data", root / "state", root / "cache")
-
-
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> SharpenService:
     """The embedded models (SmolLM2 for AR, sharpen-draft for diffusion), loaded once for the module."""
-    return SharpenService(Config(), paths_under(tmp_path_factory.mktemp("served")))
+    return SharpenService(Config(), SharpenPaths.under(tmp_path_factory.mktemp("served")))
 
 
 @pytest.fixture(scope="module")
@@ -325,7 +321,9 @@ def test_a_busy_ar_engine_says_when_to_retry_and_a_remote_sharpen_passes_it_on(
         estimated = service.cost_profile()[0].ar.seconds_per_token * 1000
         assert int(refused.value.response.headers["retry-after"]) == max(1, math.ceil(estimated))
         remote_name = f"openai:{url}/v1#smollm2-135m-instruct"
-        remote = SharpenService(Config(models=ModelsSection(complete=remote_name, draft="")), paths_under(tmp_path))
+        remote = SharpenService(
+            Config(models=ModelsSection(complete=remote_name, draft="")), SharpenPaths.under(tmp_path)
+        )
         with pytest.raises(EngineBusy) as busy:
             remote.complete("Dear Sam,", max_tokens=1000).text()
         assert "is busy (429)" in str(busy.value) and busy.value.retry_after_s == max(1, math.ceil(estimated))
@@ -402,9 +400,8 @@ def test_a_remote_openai_compatible_model_serves_completions(
     """A second Sharpen whose AR model is the first one's server: completions, chat and calibration go
     through the real `openai` client over loopback."""
     remote_name = f"openai:{base_url}/v1#smollm2-135m-instruct"
-    config = Config()
-    config = Config(models=type(config.models)(complete=remote_name, draft=""), server=ServerSection())
-    remote = SharpenService(config, paths_under(tmp_path))
+    config = Config(models=ModelsSection(complete=remote_name, draft=""))
+    remote = SharpenService(config, SharpenPaths.under(tmp_path))
     assert remote.present_engines() == {"ar": remote_name}
     completed = remote.complete("Dear Sam, thanks for", max_tokens=8, stop=["!"])
     assert completed.text() == service.complete("Dear Sam, thanks for", max_tokens=8, stop=["!"]).text()
@@ -420,10 +417,9 @@ def test_a_remote_openai_compatible_model_serves_completions(
 
 
 def test_a_remote_model_that_does_not_answer_is_one_clear_error(tmp_path: Path) -> None:
-    config = Config()
-    config = Config(models=type(config.models)(complete="openai:http://127.0.0.1:9/v1#nothing", draft=""))
-    remote = SharpenService(config, paths_under(tmp_path))
-    with pytest.raises(Exception) as error:
+    config = Config(models=ModelsSection(complete="openai:http://127.0.0.1:9/v1#nothing", draft=""))
+    remote = SharpenService(config, SharpenPaths.under(tmp_path))
+    with pytest.raises(EngineError) as error:
         remote.complete("Dear Sam,", max_tokens=4).text()
-    assert type(error.value).__name__ == "EngineError"
+    assert type(error.value) is EngineError
     assert "nothing at http://127.0.0.1:9/v1 did not answer" in str(error.value)

@@ -13,9 +13,9 @@ import httpx2 as httpx
 import pytest
 
 from app.reply import DraftRequest
-from app.server.deltas import before_stops
 from app.server.queueing import EngineQueue, QueueFull
 from engines.cancel import CancelToken
+from engines.stops import before_stops
 from models.catalogue import CatalogueError, entry_from_table
 from models.remote import BadRemoteSource, parse_remote
 
