@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import tomllib
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 import tomli_w
 
 from app.atomic import write_atomic
+from engines.diffusion.backend import CacheMode
 from engines.diffusion.settings import DiffusionSettings
 from engines.options import Check, at_least, between, from_options, not_empty, one_of, option, options, to_options
 from router.request import Policy, Quality
@@ -80,7 +82,11 @@ class DiffusionSection(DiffusionSettings):
         "CPU threads; 0 chooses per call: the cores this process may use, less those other work keeps busy",
         at_least(0),
     )
-    prefix_cache: bool = option(True, "keep the prompt and finished blocks cached where the model allows it")
+    cache: CacheMode = option(
+        "dual",
+        "keys and values kept between passes where the model allows it: dual (before and after the block), "
+        "prefix (before it) or none (every pass decodes everything)",
+    )
     # The torch backend (Hugging Face checkpoint folders as models.draft).
     device: str = option("auto", "torch device for checkpoint folders: auto, cpu, cuda or cuda:N", not_empty)
     dtype: str = option(
@@ -92,9 +98,6 @@ class DiffusionSection(DiffusionSettings):
         "auto",
         "bitsandbytes quantization of checkpoints: auto (the catalogue entry's, else none), none, nf4 or int8",
         one_of("auto", "none", "nf4", "int8"),
-    )
-    torch_cache: str = option(
-        "prefix", "torch backend cache: none (full recompute), prefix or dual", one_of("none", "prefix", "dual")
     )
     offload: bool = option(True, "let layers that do not fit on the GPU run from CPU memory")
     max_gpu_memory_gib: float = option(0.0, "GPU memory the weights may take; 0 is what is free", at_least(0.0))
@@ -253,6 +256,13 @@ def parse_value(spec: SettingSpec, text: str, where: str) -> Any:
         raise ConfigError(f"{where}: {spec.key} {error}") from None
 
 
+# Keys an earlier Sharpen wrote, read as the setting that replaced them (which wins where both are set).
+REPLACED_KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "diffusion.prefix_cache": ("diffusion.cache", lambda on: {True: "dual", False: "none"}.get(on, on)),
+    "diffusion.torch_cache": ("diffusion.cache", lambda mode: mode),
+}
+
+
 def _flatten(raw: dict[str, Any], where: str) -> dict[str, Any]:
     registry = settings_registry()
     flat: dict[str, Any] = {}
@@ -263,6 +273,11 @@ def _flatten(raw: dict[str, Any], where: str) -> dict[str, Any]:
             raise ConfigError(f"{where}: {section!r} must be a [section] table; known sections: {_sections(registry)}")
         for name, value in table.items():
             key = f"{section}.{name}"
+            if key in REPLACED_KEYS:
+                new_key, convert = REPLACED_KEYS[key]
+                if new_key.split(".", 1)[1] not in table:
+                    flat.setdefault(new_key, _validate(registry[new_key], convert(value), f"{where} ({key})"))
+                continue
             spec = registry.get(key)
             if spec is None:
                 raise ConfigError(f"{where}: unknown key {key!r}; run `sharpen config show` to list the known keys")
@@ -326,7 +341,11 @@ def set_value(path: Path, key: str, text: str) -> Any:
     _flatten(raw, str(path))  # refuse to rewrite a file that is already invalid
     value = parse_value(spec, text, str(path))
     section, name = key.split(".", 1)
-    raw.setdefault(section, {})[name] = value
+    table = raw.setdefault(section, {})
+    table[name] = value
+    for old_key, (new_key, _) in REPLACED_KEYS.items():
+        if new_key == key:
+            table.pop(old_key.split(".", 1)[1], None)
     save_raw(path, raw)
     return value
 

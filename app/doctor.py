@@ -202,10 +202,10 @@ def check_model(service: SharpenService, role: str, name: str) -> Finding:
     path = model.path
     size = size_on_disk(path)
     facts: dict[str, object] = {"name": model.name, "path": str(path), "bytes": size}
-    uncached = ""  # why a draft model runs without the prefix cache: a warning once the fit is checked
+    uncached = ""  # why a draft model runs without a cache: a warning once the fit is checked
     if role == "draft" and path.is_file():
         served = service.models.served_file(path, write=False)
-        facts["prefix_cache"] = served.cached
+        facts["cache"] = service.config.diffusion.cache if served.cached else "none"
         if served.note:
             facts["served"] = served.note
         uncached = "" if served.cached else served.note

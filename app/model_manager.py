@@ -34,7 +34,7 @@ ROLES = ("complete", "draft")
 
 @dataclass(frozen=True)
 class ServedFile:
-    """The file a diffusion GGUF is served from, and whether a prefix cache can run on it and why not."""
+    """The file a diffusion GGUF is served from, and whether a cache can run on it and why not."""
 
     path: Path
     cached: bool
@@ -163,7 +163,8 @@ class ModelManager:
                 info["file"] = inspect_gguf(status.path).summary()
                 if status.entry.role == "draft":
                     served = self.served_file(status.path, write=False)
-                    info["prefix_cache"] = ("yes; " if served.cached else "no; ") + (served.note or "the file has one")
+                    mode = self._config().diffusion.cache if served.cached else "none"
+                    info["cache"] = f"{mode}; " + (served.note or "the file has a KV cache")
         return info
 
     def check(self, role: str, name: str, *, fit: bool = True) -> ResolvedModel:
@@ -248,13 +249,13 @@ class ModelManager:
             return ServedFile(path, info.is_cacheable_diffusion, "")
         full = "every pass re-decodes the whole sequence"
         twin = twin_architecture(info.architecture)
-        if not self._config().diffusion.prefix_cache:
-            return ServedFile(path, False, f"{full}: diffusion.prefix_cache is off")
+        if self._config().diffusion.cache == "none":
+            return ServedFile(path, False, f"{full}: diffusion.cache is none")
         if twin is None:
             return ServedFile(path, False, f"{full}: {why_no_twin(info.architecture)}")
         if info.mask_token_id is None:
             return ServedFile(path, False, f"{full}: the file names no mask token for its cacheable copy")
-        cached = f"served as its causal twin ({twin}) with a prefix cache"
+        cached = f"served as its causal twin ({twin}), which keeps a KV cache"
         try:
             existing = current_twin(path, self.twins_dir, verify=write)
             if existing is None and not write:

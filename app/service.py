@@ -353,9 +353,9 @@ class SharpenService:
                     n_ctx=section.n_ctx,
                     n_threads=section.n_threads,
                     n_gpu_layers=self.config.ar.n_gpu_layers,
-                    cache=section.prefix_cache,
+                    cache=section.cache,
                 )
-                served = self.models.served_file(model.path) if section.prefix_cache else None
+                served = self.models.served_file(model.path) if section.cache != "none" else None
                 backend = LlamaDiffusionBackend(served.path if served else model.path, settings)
                 self._diffusion_engine = DiffusionEngine(backend, model.name)
             return self._diffusion_engine
@@ -381,7 +381,7 @@ class SharpenService:
             offload=section.offload,
         )
         settings = TorchDiffusionSettings(
-            load=load, cache=section.torch_cache, n_ctx=section.n_ctx, threads=section.n_threads
+            load=load, cache=section.cache, n_ctx=section.n_ctx, threads=section.n_threads
         )
         return TorchDiffusionBackend(folder, settings)
 
@@ -449,12 +449,12 @@ class SharpenService:
         try:
             if is_checkpoint_folder(model.path):
                 checkpoint = inspect_checkpoint(model.path)
-                cached = role == "draft" and section.torch_cache != "none"
-                return ModelSize(model.name, checkpoint.parameter_count, checkpoint.size_bytes, cached)
+                cache = section.cache if role == "draft" else "none"
+                return ModelSize(model.name, checkpoint.parameter_count, checkpoint.size_bytes, cache)
             info = inspect_gguf(model.path)
-            cached = role == "draft" and section.prefix_cache
-            cached = cached and self.models.served_file(model.path, write=False).cached
-            return ModelSize(model.name, info.n_parameters, info.file_size, cached)
+            cacheable = role == "draft" and self.models.served_file(model.path, write=False).cached
+            cache = section.cache if cacheable else "none"
+            return ModelSize(model.name, info.n_parameters, info.file_size, cache)
         except ModelError:
             return None
 

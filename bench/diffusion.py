@@ -37,6 +37,7 @@ from machine import describe_machine
 from stand_in import write_stand_in
 
 from engines.cancel import CancelToken
+from engines.diffusion.backend import CacheMode
 from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.hf.backend import TorchDiffusionBackend, TorchDiffusionSettings
 from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
@@ -131,27 +132,26 @@ def table_sizes(args: argparse.Namespace, ar: LlamaAREngine, full: DiffusionEngi
         print(f"\n2. Python sampler share of a pass at N=256 (K=N/4): {sampler_share * 100:.1f}%  (target <= 10%)")
 
 
-def prefix_cache(args: argparse.Namespace, cacheable_path: Path) -> None:
-    cached = DiffusionEngine(LlamaDiffusionBackend(cacheable_path, LlamaDiffusionSettings(n_ctx=1024)), "cached")
-    full = DiffusionEngine(
-        LlamaDiffusionBackend(cacheable_path, LlamaDiffusionSettings(n_ctx=1024, cache=False)), "full"
-    )
+def caches(args: argparse.Namespace, cacheable_path: Path) -> None:
+    def engine(mode: CacheMode) -> DiffusionEngine:
+        return DiffusionEngine(LlamaDiffusionBackend(cacheable_path, LlamaDiffusionSettings(1024, cache=mode)), mode)
+
+    full = engine("none")
     document = DOCUMENTS.read_text().split("===\n")[0]
     prompt = full.backend.tokenize(document, add_bos=True)[:200]
     settings = DiffusionSettings.reference(steps=64, block_length=32, stop_at_eos=False)
-    print(
-        f"\n3. Prefix cache vs full re-decoding (cacheable stand-in, prompt {len(prompt)}, N=256, blocks of 32, K=64)"
-    )
+    print(f"\n3. Caches vs full re-decoding (cacheable stand-in, prompt {len(prompt)}, N=256, blocks of 32, K=64)")
     budget = 10_000.0
     r_full = run_draft(full, prompt, 256, settings, budget)
-    r_cached = run_draft(cached, prompt, 256, settings, budget)
-    same = sum(a == b for a, b in zip(r_full.canvas, r_cached.canvas, strict=True))
     print(f"   full re-decoding: {r_full.wall_s:7.1f} s  ({r_full.ms_per_pass:.0f} ms/pass)")
-    print(f"   prefix cache:     {r_cached.wall_s:7.1f} s  ({r_cached.ms_per_pass:.0f} ms/pass)")
-    print(
-        f"   speed-up {r_full.wall_s / r_cached.wall_s:.2f}x (target >= 3x); greedy tokens agreeing: {same}/256 "
-        f"({same / 256:.0%}); identical text: {r_full.canvas == r_cached.canvas}"
-    )
+    for mode in ("prefix", "dual"):
+        r_cached = run_draft(engine(mode), prompt, 256, settings, budget)
+        same = sum(a == b for a, b in zip(r_full.canvas, r_cached.canvas, strict=True))
+        print(
+            f"   {mode} cache: {r_cached.wall_s:7.1f} s  ({r_cached.ms_per_pass:.0f} ms/pass), speed-up "
+            f"{r_full.wall_s / r_cached.wall_s:.2f}x (target >= 3x); greedy tokens agreeing: {same}/256 "
+            f"({same / 256:.0%}); identical text: {r_full.canvas == r_cached.canvas}"
+        )
 
 
 def main() -> None:
@@ -177,7 +177,7 @@ def main() -> None:
     if not args.only_cache:
         table_sizes(args, ar, full)
     if not args.skip_cache:
-        prefix_cache(args, cacheable_path)
+        caches(args, cacheable_path)
     if args.torch:
         torch_caches()
 
@@ -190,7 +190,7 @@ class _AgreementProbe:
         self.agreeing = self.compared = 0
         self.mask_token_id, self.eos_token_ids = cached.mask_token_id, cached.eos_token_ids
         self.vocab_size, self.context_length = cached.vocab_size, cached.context_length
-        self.uses_prefix_cache = cached.uses_prefix_cache
+        self.cache_mode = cached.cache_mode
         self.piece, self.decode = cached.piece, cached.decode
 
     def reset(self, cache: bool = True) -> None:

@@ -2,10 +2,11 @@
 
 On 135M stand-ins in the LLaDA and Dream architectures (SmolLM2's weights, bench/stand_in.py), N = 256,
 blocks of 32, a 200-token prompt, greedy: the native file with full re-decoding (llama.cpp builds these
-architectures without a KV cache), its twin with the prefix cache (models/gguf_twin.py), and the twin with
-the cache and threshold 0.9 (Fast-dLLM). Side by side in one run: seconds, passes, ms per pass, and how
-many of the 256 tokens equal the native run's. With --cli, llama.cpp's own llama-diffusion-cli on the
-native file too (build it from the vendored llama.cpp of the llama-cpp-python sdist; see docs/benchmarks.md).
+architectures without a KV cache), its twin (models/gguf_twin.py) with the prefix cache, with the dual
+cache, and with the dual cache and threshold 0.9 (Fast-dLLM). Side by side in one run: seconds, passes,
+ms per pass, and how many of the 256 tokens equal the native run's. With --cli, llama.cpp's own
+llama-diffusion-cli on the native file too (build it from the vendored llama.cpp of the llama-cpp-python
+sdist; see docs/benchmarks.md).
 One llama.cpp job at a time: run it on an idle machine.
 
     .venv/bin/python bench/real_gguf.py [--archs llada,dream] [--cli PATH/llama-diffusion-cli]
@@ -84,7 +85,13 @@ def main() -> None:
             native_path = write_stand_in(source, OUT / f"smollm2-{arch}-native.gguf", arch=arch, causal=None)
             twin_path = write_twin(native_path, Path(twins))
             native = DiffusionEngine(LlamaDiffusionBackend(native_path, LlamaDiffusionSettings(n_ctx=1024)), "native")
-            twin = DiffusionEngine(LlamaDiffusionBackend(twin_path, LlamaDiffusionSettings(n_ctx=1024)), "twin")
+            prefix = DiffusionEngine(
+                LlamaDiffusionBackend(twin_path, LlamaDiffusionSettings(n_ctx=1024, cache="prefix")), "prefix"
+            )
+            dual_backend = LlamaDiffusionBackend(twin_path, LlamaDiffusionSettings(n_ctx=1024))
+            if dual_backend.cache_mode != "dual":
+                print(f"   the dual cache is not available: {dual_backend.cache_note}")
+            dual = DiffusionEngine(dual_backend, "dual")
             prompt = native.backend.tokenize(document, add_bos=True)[:PROMPT_TOKENS]
             print(f"\n{arch} stand-in (135M, Q4_1), prompt {len(prompt)}, N={N}, blocks of {BLOCK}, K={STEPS}")
             if args.only_cli and args.cli:
@@ -93,8 +100,9 @@ def main() -> None:
                 continue
             full = run_draft(native, prompt, N, FIXED, 10_000.0)
             print(row("native, full re-decoding", full, None))
-            print(row("twin, prefix cache", run_draft(twin, prompt, N, FIXED, 10_000.0), full))
-            print(row("twin, prefix cache, threshold 0.9", run_draft(twin, prompt, N, THRESHOLD, 10_000.0), full))
+            print(row("twin, prefix cache", run_draft(prefix, prompt, N, FIXED, 10_000.0), full))
+            print(row("twin, dual cache", run_draft(dual, prompt, N, FIXED, 10_000.0), full))
+            print(row("twin, dual cache, threshold 0.9", run_draft(dual, prompt, N, THRESHOLD, 10_000.0), full))
             if args.cli:
                 text = native.backend.decode(prompt)
                 print(llama_cli(args.cli, native_path, text, len(native.backend.instruction_tokens(text))))

@@ -97,6 +97,8 @@ class DiffusionStats:
     skipped_steps: tuple[int, ...] = ()
     # Why a backend that keeps a cache computed every pass in full ("" when it used it, or has none).
     uncached_because: str = ""
+    # The cache the passes used: none, prefix or dual (engines.diffusion.backend.CacheMode).
+    cache: str = "none"
 
     @property
     def ms_per_pass(self) -> float:
@@ -117,6 +119,7 @@ class DiffusionStats:
             "tokens": {"prompt": self.prompt_tokens, "canvas": self.canvas_tokens, "generated": self.generated_tokens},
             "passes": self.passes,
             "skipped_steps": list(self.skipped_steps),
+            "cache": self.cache,
             "uncached_because": self.uncached_because,
             "timings": {
                 "total_ms": round(self.total_s * 1000, 2),

@@ -182,7 +182,7 @@ def check_room(source: Path, folder: Path) -> None:
         raise TwinError(
             source,
             f"needs {needed / 1e9:.1f} GB free in {folder} for its cacheable copy, and {free / 1e9:.1f} GB are",
-            "Free some space (or set SHARPEN_HOME elsewhere); until then it runs without the prefix cache.",
+            "Free some space (or set SHARPEN_HOME elsewhere); until then it runs without a cache.",
         )
 
 

@@ -111,7 +111,7 @@ def _measure_diffusion(
         pass_base_s=base,
         pass_s_per_position=per_position,
         threshold_passes_per_token=passes_per_token,
-        prefix_cache=backend.uses_prefix_cache,
+        cache=backend.cache_mode,
     )
 
 

@@ -1,9 +1,10 @@
 """The cost model: seconds for an engine to produce N tokens, from a calibration profile.
 
 AR: prompt evaluation + N x time per token. Diffusion: K(N, settings) passes, each costing a fixed
-part plus a part per position in the decoded window. With a prefix cache and blocks, each block's first
-pass decodes the whole sequence and its later passes decode from the block to the end of the canvas
-(the prompt and the finished blocks stay cached); without one, every pass decodes prompt + canvas + suffix.
+part plus a part per position decoded. With a cache and blocks, each block's first pass decodes the
+whole sequence; its later passes decode from the block to the end (prefix cache: the prompt and the
+finished blocks stay cached) or the block alone (dual cache: what follows the block stays cached too).
+Without one, every pass decodes prompt + canvas + suffix.
 """
 
 from __future__ import annotations
@@ -55,18 +56,20 @@ def estimate_diffusion(
     n: int, prompt_tokens: int, suffix_tokens: int, plan: DiffusionPlan, costs: DiffusionCosts
 ) -> Estimate:
     passes = passes_for(n, plan, costs)
-    if costs.prefix_cache and plan.schedule == "blocks":
+    if costs.cache in ("prefix", "dual") and plan.schedule == "blocks":
         n_blocks = math.ceil(n / plan.block_length)
-        # Block b decodes from its start to the end of the canvas. Its share of the passes is taken as its
-        # share of the tokens (a short last block is done in a pass or two), which also keeps the estimate
-        # from dropping when one more token opens a new block.
+        # Block b's later passes decode the block alone (dual) or from its start to the end (prefix). Its
+        # share of the passes is taken as its share of the tokens (a short last block is done in a pass or
+        # two), which also keeps the estimate from dropping when one more token opens a new block.
         sizes = [min(plan.block_length, n - b * plan.block_length) for b in range(n_blocks)]
-        window = suffix_tokens + sum(size * (n - b * plan.block_length) for b, size in enumerate(sizes)) / n
-        # Each block's first pass decodes the whole sequence and fills the cache (Fast-dLLM's prefix cache);
-        # its later passes decode from the block on.
+        if costs.cache == "dual":
+            window = sum(size * size for size in sizes) / n
+        else:
+            window = suffix_tokens + sum(size * (n - b * plan.block_length) for b, size in enumerate(sizes)) / n
+        # Each block's first pass decodes the whole sequence and fills the cache (Fast-dLLM).
         full = n_blocks * pass_seconds(prompt_tokens + n + suffix_tokens, costs)
         seconds = full + max(0, passes - n_blocks) * pass_seconds(window, costs)
-        how = "prefix cache"
+        how = f"{costs.cache} cache"
     else:
         window = prompt_tokens + n + suffix_tokens
         seconds = passes * pass_seconds(window, costs)

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 import tomli_w
 
+from engines.diffusion.backend import CACHE_MODES
+
 PROFILE_VERSION = 1
 DeviceClass = Literal["cpu", "gpu"]
 
@@ -34,7 +36,7 @@ class DiffusionCosts:
     pass_s_per_position: float = 0.005
     # Passes threshold decoding took per draft token (1.0: one pass per token, no parallelism).
     threshold_passes_per_token: float = 1.0
-    prefix_cache: bool = False
+    cache: str = "none"  # the engine's CacheMode
     measured: bool = True
 
 
@@ -69,8 +71,8 @@ class ModelSize:
     name: str
     parameters: int
     weight_bytes: int
-    # A prefix cache can run on it (llama.cpp keeps a KV cache for the file it is served from).
-    prefix_cache: bool = False
+    # The cache its passes would use (llama.cpp keeps a KV cache for the file it is served from).
+    cache: str = "none"
 
 
 # Sustained throughput of a forward pass per CPU core (llama.cpp, quantized weights, AVX2/AVX-512), and
@@ -108,7 +110,7 @@ def estimate_profile(device: DeviceClass, cores: int, ar: ModelSize | None, diff
             pass_base_s=diffusion.weight_bytes / bandwidth + PASS_OVERHEAD_S,
             pass_s_per_position=2 * max(1, diffusion.parameters) / flops,
             threshold_passes_per_token=defaults.diffusion.threshold_passes_per_token,
-            prefix_cache=diffusion.prefix_cache,
+            cache=diffusion.cache,
             measured=False,
         )
     )
@@ -138,13 +140,22 @@ def load_profile(path: Path, device: DeviceClass) -> tuple[CostProfile, str | No
         profile = CostProfile(
             **{k: v for k, v in raw.items() if k not in ("ar", "diffusion")},
             ar=_section(ArCosts, raw.get("ar", {})),
-            diffusion=_section(DiffusionCosts, raw.get("diffusion", {})),
+            diffusion=_section(DiffusionCosts, _renamed_cache(raw.get("diffusion", {}))),
         )
     except (TypeError, ValueError) as error:
         return default_profile(device), (
             f"{path}: the calibration profile is invalid ({error}); using defaults. Run `sharpen calibrate` again"
         )
     return profile, None
+
+
+def _renamed_cache(raw: dict[str, Any]) -> dict[str, Any]:
+    """A profile written before the dual cache said only whether a prefix cache ran."""
+    if "prefix_cache" not in raw:
+        return raw
+    renamed = {k: v for k, v in raw.items() if k != "prefix_cache"}
+    renamed.setdefault("cache", "prefix" if raw["prefix_cache"] is True else "none")
+    return renamed
 
 
 def _section(cls: type, raw: dict[str, Any]) -> Any:
@@ -158,4 +169,6 @@ def _section(cls: type, raw: dict[str, Any]) -> Any:
             raise ValueError(f"{key} has the wrong type")
         if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
             raise ValueError(f"{key} is negative")
+    if "cache" in raw and raw["cache"] not in CACHE_MODES:
+        raise ValueError(f"cache is {raw['cache']!r}, not one of {', '.join(CACHE_MODES)}")
     return cls(**raw)

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from engines.diffusion.backend import CacheMode
+
 VOCAB = 12
 MASK = 11
 EOS = 10
@@ -33,7 +35,7 @@ class ScriptedBackend:
     eos_token_ids: frozenset[int] = frozenset({EOS})
     vocab_size: int = VOCAB
     context_length: int = 4096
-    uses_prefix_cache: bool = False
+    cache_mode: CacheMode = "none"
     calls: list[Call] = field(default_factory=list)
 
     def logits(self, sequence: np.ndarray, start: int, end: int, stable: int) -> np.ndarray:

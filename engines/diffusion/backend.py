@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 
 from engines.messages import Instruction
+
+# How a pass reuses keys and values computed earlier (Fast-dLLM): "none" decodes the whole sequence;
+# "prefix" keeps the positions before the window; "dual" keeps the positions after it too, so a pass
+# decodes the window alone.
+CacheMode = Literal["none", "prefix", "dual"]
+CACHE_MODES: tuple[CacheMode, ...] = ("none", "prefix", "dual")
 
 
 class DiffusionBackend(Protocol):
@@ -17,9 +23,9 @@ class DiffusionBackend(Protocol):
     eos_token_ids: frozenset[int]
     vocab_size: int
     context_length: int
-    # Whether passes reuse stored keys and values for the positions before the window (a Fast-dLLM prefix
-    # or dual cache): the router's cost model then charges a pass for the window on, not the whole sequence.
-    uses_prefix_cache: bool
+    # The cache its passes use between a window's first pass (which decodes everything) and the window's
+    # end: the router's cost model charges a pass for what it decodes.
+    cache_mode: CacheMode
 
     def logits(self, sequence: np.ndarray, start: int, end: int, stable: int) -> np.ndarray:
         """Float32 logits (end - start, vocab): the model's prediction for each position in [start, end).

@@ -3,9 +3,13 @@
 llama.cpp's diffusion architectures are built without a KV cache, so every pass re-decodes the whole
 sequence with non-causal attention. A cacheable file (Sharpen's own export, or a diffusion file's twin,
 models/gguf_twin.py) is an ordinary architecture with `attention.causal = false` and a mask token:
-llama.cpp keeps a KV cache for it, and this backend runs Fast-dLLM's prefix cache on it: a window's
-first pass decodes the whole sequence and keeps the keys and values before the window, its later passes
-decode from the window to the end. Full re-decoding stays available as the reference path (`cache=False`).
+llama.cpp keeps a KV cache for it, and this backend runs Fast-dLLM's caches on it. A window's first
+pass decodes the whole sequence; under "prefix" its later passes decode from the window to the end,
+with the keys and values before the window kept; under "dual" (Fast-dLLM's DualCache) those after the
+window are kept too, so a later pass decodes the window alone. "dual" needs a llama.cpp that lets a
+non-causal batch fill a gap between cached positions (Sharpen's build: scripts/llama-cpp-patches); on
+another build it falls back to "prefix" and says so. Full re-decoding stays available as the reference
+path (`cache="none"`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import numpy as np
 from llama_cpp import _internals
 
 from engines.chat_template import render_instruction
+from engines.diffusion.backend import CacheMode
 from engines.errors import EngineError
 from engines.llama_load import ContextShape, open_llama, use_threads
 from engines.messages import Instruction, plain_text
@@ -34,8 +39,8 @@ class LlamaDiffusionSettings:
     n_ctx: int = 1024
     n_threads: int = 0  # 0: engines.threads chooses per call
     n_gpu_layers: int = -1
-    # Use the prefix cache where the file allows it (our cacheable form); full re-decoding otherwise.
-    cache: bool = True
+    # The cache to use where the file allows one (the cacheable form); full re-decoding otherwise.
+    cache: CacheMode = "dual"
 
 
 def check_diffusion_gguf(info: GGUFInfo) -> None:
@@ -77,14 +82,18 @@ class LlamaDiffusionBackend:
         self.eos_token_ids = frozenset(
             t for t in range(self.vocab_size) if llama_cpp.llama_vocab_is_eog(self._vocab, t)
         )
-        self.uses_prefix_cache = self.settings.cache and self._ctx.memory is not None
         self._batch = _internals.LlamaBatch(n_tokens=self.context_length, embd=0, n_seq_max=1, verbose=False)
-        # The tokens before the window whose keys and values the cache holds, and where that window starts.
+        # Why the cache is a lesser one than the settings ask for ("" when it is the one asked for).
+        self.cache_note = ""
+        self.cache_mode = self._usable_cache()
+        # What the cache holds keys and values for: the tokens before the window, the window's rows, and
+        # (dual) the tokens after it.
         self._cached: list[int] = []
-        self._window_start = -1
+        self._window = (-1, -1)
+        self._tail: list[int] = []
         self.full_passes = 0
         self.cached_passes = 0
-        self._caching = self.uses_prefix_cache
+        self._caching = self.cache_mode != "none"
 
     # ----- loading -------------------------------------------------------------------------------
 
@@ -93,6 +102,33 @@ class LlamaDiffusionBackend:
         # Non-causal attention needs the whole decoded window in one micro-batch.
         shape = ContextShape(settings.n_ctx, settings.n_ctx, settings.n_ctx, settings.n_threads, settings.n_gpu_layers)
         return open_llama(self.gguf, shape, "Check that this llama.cpp build supports the architecture.")
+
+    def _usable_cache(self) -> CacheMode:
+        wanted = self.settings.cache
+        if wanted == "none":
+            return "none"
+        if self._ctx.memory is None:
+            return "none"
+        if wanted == "dual" and not self._fills_gaps():
+            self.cache_note = (
+                "this llama.cpp build cannot decode a block between cached positions (it lacks Sharpen's "
+                "patch, scripts/llama-cpp-patches), so the prefix cache is used instead of the dual cache"
+            )
+            return "prefix"
+        return wanted
+
+    def _fills_gaps(self) -> bool:
+        """Whether llama.cpp accepts a non-causal batch into a gap of the cached positions: decode two
+        tokens, drop the first from the cache, and decode it again."""
+        try:
+            self._decode([self.mask_token_id] * 2, 0, None, None)
+            self._ctx.kv_cache_seq_rm(0, 0, 1)
+            batch = self._batch.batch
+            batch.n_tokens, batch.token[0], batch.pos[0], batch.logits[0] = 1, self.mask_token_id, 0, True
+            batch.n_seq_id[0], batch.seq_id[0][0] = 1, 0
+            return llama_cpp.llama_decode(self._ctx.ctx, batch) == 0
+        finally:
+            self._ctx.kv_cache_clear()
 
     def _mask_token_id(self) -> int:
         from_vocab = int(llama_cpp.llama_vocab_mask(self._vocab))
@@ -135,8 +171,8 @@ class LlamaDiffusionBackend:
     # ----- logits --------------------------------------------------------------------------------
 
     def reset(self, cache: bool = True) -> None:
-        self._cached, self._window_start = [], -1
-        self._caching = cache and self.uses_prefix_cache
+        self._cached, self._window, self._tail = [], (-1, -1), []
+        self._caching = cache and self.cache_mode != "none"
         self._ctx.kv_cache_clear()
 
     def logits(self, sequence: np.ndarray, start: int, end: int, stable: int) -> np.ndarray:
@@ -152,18 +188,22 @@ class LlamaDiffusionBackend:
         if not self._caching:
             self._ctx.kv_cache_clear()
             return self._decode(tokens, 0, first_row, end - self.shift)
-        if self._window_start != first_row or self._cached != tokens[:first_row]:
+        dual = self.cache_mode == "dual"
+        # Dual: the window's rows are decoded between the cached ones; prefix: from the window to the end.
+        decoded_end = end if dual else len(tokens)
+        tail = tokens[end:] if dual else []
+        if self._window != (first_row, end) or self._cached != tokens[:first_row] or self._tail != tail:
             # A new window (a block starts): a full pass answers this step, and the keys and values it
-            # computed before the window, with the whole sequence in view, are kept for the window's later
-            # passes (Fast-dLLM's prefix cache).
+            # computed outside the window, with the whole sequence in view, are kept for the window's later
+            # passes (Fast-dLLM's prefix and dual caches).
             self._ctx.kv_cache_clear()
             rows = self._decode(tokens, 0, first_row, end - self.shift)
-            self._window_start, self._cached = first_row, tokens[:first_row]
+            self._window, self._cached, self._tail = (first_row, end), tokens[:first_row], tail
             self.full_passes += 1
         else:
-            rows = self._decode(tokens[first_row:], first_row, first_row, end - self.shift)
+            rows = self._decode(tokens[first_row:decoded_end], first_row, first_row, end - self.shift)
             self.cached_passes += 1
-        self._ctx.kv_cache_seq_rm(0, first_row, -1)
+        self._ctx.kv_cache_seq_rm(0, first_row, decoded_end if dual else -1)
         return rows
 
     def _decode(self, tokens: list[int], position: int, row_lo: int | None, row_hi: int | None) -> np.ndarray:

@@ -108,7 +108,7 @@ class DiffusionSampler:
         # A cache is brought up to date where a block starts; Dream's schedule has no such point.
         cache = settings.schedule == "blocks"
         self.backend.reset(cache=cache)
-        uncached_because = "" if cache or not self.backend.uses_prefix_cache else UNCACHED_TIMESTEP
+        uncached_because = "" if cache or self.backend.cache_mode == "none" else UNCACHED_TIMESTEP
         start = time.perf_counter()
         backend_s = waited_s = 0.0
         passes = 0
@@ -186,6 +186,7 @@ class DiffusionSampler:
                 waited_s=waited_s,
                 skipped_steps=tuple(skipped),
                 uncached_because=uncached_because,
+                cache=self.backend.cache_mode if cache else "none",
             ),
         )
 

@@ -28,7 +28,7 @@ def test_draft_with_a_checkpoint_folder(
     assert main(["config", "set", "models.draft", str(dream_checkpoint)]) == 0
     assert main(["config", "set", "router.policy", "quality"]) == 0
     assert main(["config", "set", "diffusion.quantization", quantization]) == 0
-    assert main(["config", "set", "diffusion.torch_cache", "dual"]) == 0
+    assert main(["config", "set", "diffusion.cache", "dual"]) == 0
     capsys.readouterr()
     assert main(["draft", "Write a note to Sam.", "--tokens", "32", "--steps", "8", "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
@@ -52,10 +52,10 @@ def test_a_broken_checkpoint_is_refused_before_the_config_changes(llada_checkpoi
 
 def test_calibrate_with_a_checkpoint_folder(llada_checkpoint: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The torch backend answers what calibration asks of every draft backend (it once had no
-    `uses_prefix_cache`, and `sharpen calibrate` ended in an AttributeError)."""
+    `uses_prefix_cache`, now `cache_mode`, and `sharpen calibrate` ended in an AttributeError)."""
     assert main(["config", "set", "models.draft", str(llada_checkpoint)]) == 0
-    assert main(["config", "set", "diffusion.torch_cache", "prefix"]) == 0
+    assert main(["config", "set", "diffusion.cache", "prefix"]) == 0
     capsys.readouterr()
     assert main(["calibrate", "--quick"]) == 0
     profile = capsys.readouterr().out
-    assert 'model = "tiny-llada-hf"' in profile and "prefix_cache = true" in profile
+    assert 'model = "tiny-llada-hf"' in profile and 'cache = "prefix"' in profile

@@ -106,3 +106,28 @@ def test_atomic_write_leaves_no_temporary_files(tmp_path: Path) -> None:
     write_atomic(target, b"second")
     assert target.read_bytes() == b"second"
     assert [p.name for p in tmp_path.iterdir()] == ["doc.txt"]
+
+
+@pytest.mark.parametrize(
+    ("written", "read"),
+    [
+        ("prefix_cache = false", "none"),
+        ("prefix_cache = true", "dual"),
+        ('torch_cache = "prefix"', "prefix"),
+        ('torch_cache = "dual"\ncache = "none"', "none"),  # the key that replaced it wins
+    ],
+)
+def test_the_cache_keys_of_an_earlier_sharpen_still_load(tmp_path: Path, written: str, read: str) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(f"[diffusion]\n{written}\n")
+    assert load_config(path).diffusion.cache == read
+    assert set_value(path, "diffusion.cache", "prefix") == "prefix"
+    assert "prefix_cache" not in path.read_text() and "torch_cache" not in path.read_text()
+    assert load_config(path).diffusion.cache == "prefix"
+
+
+def test_an_old_cache_key_with_a_bad_value_names_itself(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('[diffusion]\ntorch_cache = "triple"\n')
+    with pytest.raises(ConfigError, match=r"diffusion\.torch_cache.*diffusion\.cache"):
+        load_config(path)

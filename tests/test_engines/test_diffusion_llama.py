@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+import llama_cpp
 import numpy as np
 import pytest
 from conftest import MASK_ID
 
 from engines.cancel import CancelToken
+from engines.diffusion.backend import CacheMode
 from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
 from engines.diffusion.settings import DiffusionSettings
@@ -47,7 +49,7 @@ def test_metadata_is_honoured(llada: DiffusionEngine, dream: DiffusionEngine) ->
     assert isinstance(llada.backend, LlamaDiffusionBackend) and isinstance(dream.backend, LlamaDiffusionBackend)
     assert llada.backend.mask_token_id == MASK_ID == dream.backend.mask_token_id
     assert llada.backend.shift == 0 and dream.backend.shift == 1
-    assert not llada.backend.uses_prefix_cache, "llama.cpp builds its diffusion architectures without a KV cache"
+    assert llada.backend.cache_mode == "none", "llama.cpp builds its diffusion architectures without a KV cache"
     assert 2 in llada.backend.eos_token_ids  # <|im_end|>
     passes, _ = drive(llada.draft("Write a note.", 16, GREEDY))
     assert passes[0].canvas.count(MASK_ID) == 15 and passes[0].masked.count(True) == 15
@@ -140,13 +142,14 @@ def test_cancel_stops_within_one_pass(llada: DiffusionEngine) -> None:
     assert events[-1].stats.finish_reason == "cancelled"
 
 
-def test_prefix_cache_decodes_less_and_full_path_matches_llada(
-    tiny_cacheable_path: Path, tiny_llada_path: Path
+@pytest.mark.parametrize("mode", ["prefix", "dual"])
+def test_caches_decode_less_and_full_path_matches_llada(
+    tiny_cacheable_path: Path, tiny_llada_path: Path, mode: CacheMode
 ) -> None:
-    cached = LlamaDiffusionBackend(tiny_cacheable_path, LlamaDiffusionSettings(cache=True))
-    full = LlamaDiffusionBackend(tiny_cacheable_path, LlamaDiffusionSettings(cache=False))
+    cached = LlamaDiffusionBackend(tiny_cacheable_path, LlamaDiffusionSettings(cache=mode))
+    full = LlamaDiffusionBackend(tiny_cacheable_path, LlamaDiffusionSettings(cache="none"))
     llada = LlamaDiffusionBackend(tiny_llada_path)
-    assert cached.uses_prefix_cache and not full.uses_prefix_cache
+    assert cached.cache_mode == mode and cached.cache_note == "" and full.cache_mode == "none"
     tokens = np.array(DiffusionEngine(full, "x").draft_prompt("Write a note.", 64).prompt + [MASK_ID] * 64)
     p = len(tokens) - 64
     # The same weights as a llama-architecture file with causal = false compute what LLaDA computes.
@@ -163,16 +166,37 @@ def test_prefix_cache_decodes_less_and_full_path_matches_llada(
 
     cached._decode = counting  # type: ignore[method-assign]  # counts the tokens each decode evaluates
     engine = DiffusionEngine(cached, "cached")
-    passes, _ = drive(
-        engine.sampler.generate(list(tokens[:p]), 64, DiffusionSettings.reference(steps=16, block_length=16))
-    )
-    assert len(passes) == 16
-    # Fast-dLLM's prefix cache: a block's first pass decodes the whole sequence and keeps the keys and
-    # values before the block; its other passes decode only from the block to the end.
-    blocks = [[len(tokens), *[len(tokens) - (p + 16 * b)] * 3] for b in range(4)]
+    settings = DiffusionSettings.reference(steps=16, block_length=16)
+    passes, done = drive(engine.sampler.generate(list(tokens[:p]), 64, settings))
+    assert len(passes) == 16 and isinstance(done.stats, DiffusionStats) and done.stats.cache == mode
+    # A block's first pass decodes the whole sequence. Then the prefix cache decodes from the block to
+    # the end (the tail of masks included); the dual cache decodes the block alone.
+    later = {"prefix": lambda b: len(tokens) - (p + 16 * b), "dual": lambda b: 16}[mode]
+    blocks = [[len(tokens), *[later(b)] * 3] for b in range(4)]
     assert decoded == [n for block in blocks for n in block]
-    assert sum(decoded) < 16 * len(tokens) * 0.7
     assert cached.full_passes == 4 and cached.cached_passes == 12
+
+
+def test_dual_cache_falls_back_to_prefix_on_a_llama_cpp_without_the_patch(
+    tiny_cacheable_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A llama.cpp built without scripts/llama-cpp-patches refuses the probe's batch; this one is built with
+    it, so the refusal is stood in for here."""
+    monkeypatch.setattr(LlamaDiffusionBackend, "_fills_gaps", lambda self: False)
+    backend = LlamaDiffusionBackend(tiny_cacheable_path, LlamaDiffusionSettings(cache="dual"))
+    assert backend.cache_mode == "prefix"
+    assert "lacks Sharpen's patch" in backend.cache_note
+
+
+def test_the_probe_is_refused_where_causal_attention_keeps_the_check(tiny_cacheable_path: Path) -> None:
+    """The patch lifts llama.cpp's consecutive-positions check for non-causal batches only."""
+    backend = LlamaDiffusionBackend(tiny_cacheable_path, LlamaDiffusionSettings(cache="dual"))
+    assert backend._fills_gaps()
+    llama_cpp.llama_set_causal_attn(backend._ctx.ctx, True)
+    try:
+        assert not backend._fills_gaps()
+    finally:
+        llama_cpp.llama_set_causal_attn(backend._ctx.ctx, False)
 
 
 def test_wrong_models_and_requests(embedded_model_path: Path, llada: DiffusionEngine) -> None:

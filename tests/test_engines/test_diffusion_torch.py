@@ -16,7 +16,7 @@ import torch
 from fixture_checkpoints import MASK_ID, WIDTH, export_gguf, hf_name, llada_config, random_weights, write_checkpoint
 from safetensors.numpy import load_file
 
-from engines.diffusion.backend import TextDiffusionBackend
+from engines.diffusion.backend import CacheMode, TextDiffusionBackend
 from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.hf.backend import TorchDiffusionBackend, TorchDiffusionSettings
 from engines.diffusion.hf.loading import TorchLoadSettings, TorchSetupError
@@ -28,7 +28,7 @@ INSTRUCTION = "Write a short note to Sam about the 3 meetings on Friday."
 GREEDY = DiffusionSettings.reference(steps=48, block_length=16, stop_at_eos=False)
 
 
-def torch_backend(folder: Path, cache: str = "none", quantization: str = "none") -> TorchDiffusionBackend:
+def torch_backend(folder: Path, cache: CacheMode = "none", quantization: str = "none") -> TorchDiffusionBackend:
     load = TorchLoadSettings(quantization=quantization)
     return TorchDiffusionBackend(folder, TorchDiffusionSettings(load=load, cache=cache, n_ctx=512))
 
@@ -89,7 +89,7 @@ def test_same_weights_give_the_same_greedy_draft_in_llama_cpp_and_torch(tmp_path
 @pytest.mark.parametrize("architecture", ["llada", "dream"])
 @pytest.mark.parametrize("cache", ["prefix", "dual"])
 def test_cached_passes_match_full_recompute_while_the_window_is_unchanged(
-    llada_checkpoint: Path, dream_checkpoint: Path, architecture: str, cache: str
+    llada_checkpoint: Path, dream_checkpoint: Path, architecture: str, cache: CacheMode
 ) -> None:
     folder = llada_checkpoint if architecture == "llada" else dream_checkpoint
     full, cached = torch_backend(folder, "none"), torch_backend(folder, cache)
@@ -127,7 +127,7 @@ class AgreementProbe:
         self.mask_token_id, self.eos_token_ids = cached.mask_token_id, cached.eos_token_ids
         self.vocab_size, self.context_length = cached.vocab_size, cached.context_length
         self.backend, self.model_path = cached.backend, cached.model_path
-        self.uses_prefix_cache = cached.uses_prefix_cache
+        self.cache_mode = cached.cache_mode
         self.instruction_tokens, self.tokenize = cached.instruction_tokens, cached.tokenize
         self.piece, self.decode = cached.piece, cached.decode
 
@@ -145,7 +145,9 @@ class AgreementProbe:
 
 
 @pytest.mark.parametrize("cache", ["prefix", "dual"])
-def test_cached_drafts_take_one_full_pass_per_block_and_agree_pass_by_pass(llada_checkpoint: Path, cache: str) -> None:
+def test_cached_drafts_take_one_full_pass_per_block_and_agree_pass_by_pass(
+    llada_checkpoint: Path, cache: CacheMode
+) -> None:
     cached = torch_backend(llada_checkpoint, cache)
     probe = AgreementProbe(cached, torch_backend(llada_checkpoint, "none"))
     done, passes = draft(probe)
@@ -216,7 +218,7 @@ def test_settings_this_machine_cannot_run_are_refused_clearly(llada_checkpoint: 
     with pytest.raises(TorchSetupError, match="quantization must be one of"):
         TorchDiffusionBackend(llada_checkpoint, TorchDiffusionSettings(load=TorchLoadSettings(quantization="q3")))
     with pytest.raises(TorchSetupError, match="cache must be one of"):
-        TorchDiffusionBackend(llada_checkpoint, TorchDiffusionSettings(cache="triple"))
+        TorchDiffusionBackend(llada_checkpoint, TorchDiffusionSettings(cache="triple"))  # type: ignore[arg-type]  # refused at run time too
     if not torch.cuda.is_available():
         with pytest.raises(TorchSetupError, match="sees no CUDA device"):
             TorchDiffusionBackend(llada_checkpoint, TorchDiffusionSettings(load=TorchLoadSettings(device="cuda")))
@@ -249,7 +251,7 @@ def test_llada_scale_switches_compute_what_they_mean(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("cache", ["prefix", "dual"])
-def test_under_dreams_schedule_the_cache_is_off_and_the_draft_exact(dream_checkpoint: Path, cache: str) -> None:
+def test_under_dreams_schedule_the_cache_is_off_and_the_draft_exact(dream_checkpoint: Path, cache: CacheMode) -> None:
     # Measured before this rule, on this tiny Dream: a prompt cached once and never refreshed left 39% of
     # the final positions as the exact sampler has them; refreshing every 2 passes 75%, every 4 48%.
     settings = DiffusionSettings.reference(schedule="timestep", steps=24, stop_at_eos=False)

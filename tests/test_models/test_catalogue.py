@@ -46,7 +46,7 @@ def test_the_shipped_diffusion_model_loads_and_drafts() -> None:
     resolved = resolve_model("sharpen-draft")
     assert resolved.path.is_file() and resolved.path.stat().st_size <= 40 * 2**20
     engine = DiffusionEngine(LlamaDiffusionBackend(resolved.path), "sharpen-draft")
-    assert engine.backend.uses_prefix_cache, "shipped in the cacheable form"
+    assert engine.backend.cache_mode == "dual", "shipped in the cacheable form"
     events = list(
         engine.draft(
             "Write a short note to a colleague about the team lunch.",

@@ -1,8 +1,8 @@
 """A diffusion GGUF's cacheable twin: same tensors, the causal architecture that computes the same graph
-with causal attention off, so llama.cpp keeps a KV cache and Sharpen's prefix cache can run on it.
+with causal attention off, so llama.cpp keeps a KV cache and Sharpen's prefix and dual caches can run on it.
 
 Per architecture (tiny random-weight GGUFs written here): the twin without a cache gives the native
-file's logits, and a greedy draft with the prefix cache agrees with the native file's full re-decoding.
+file's logits, and a greedy draft with either cache agrees with the twin's full re-decoding.
 """
 
 from __future__ import annotations
@@ -64,24 +64,29 @@ def test_the_twin_computes_the_native_graph_with_a_cache(tmp_path: Path, archite
     assert data == before[source_header.data_start :], "tensor data copied unchanged"
 
     native = LlamaDiffusionBackend(source, LlamaDiffusionSettings(n_ctx=512))
-    uncached = LlamaDiffusionBackend(path, LlamaDiffusionSettings(n_ctx=512, cache=False))
-    cached = LlamaDiffusionBackend(path, LlamaDiffusionSettings(n_ctx=512))
-    assert not native.uses_prefix_cache and cached.uses_prefix_cache
+    uncached = LlamaDiffusionBackend(path, LlamaDiffusionSettings(n_ctx=512, cache="none"))
+    assert native.cache_mode == "none"
     sequence = np.array([*native.instruction_tokens(PROMPTS[0]), *[MASK_ID] * 48])
     start = len(sequence) - 48
     np.testing.assert_allclose(
         uncached.logits(sequence, start, len(sequence), 0), native.logits(sequence, start, len(sequence), 0), atol=1e-3
     )
-    # The cache's own effect: the same file fully re-decoded against cached. (Against the native file the
-    # figure also counts llama.cpp's F16 key/value cache, which moves these near-flat logits by ~1e-4.)
-    agreement = [float(np.mean(canvas(cached, prompt) == canvas(uncached, prompt))) for prompt in PROMPTS]
-    native_agreement = [float(np.mean(canvas(cached, prompt) == canvas(native, prompt))) for prompt in PROMPTS]
-    print(
-        f"{architecture}: cached twin against full re-decoding {np.mean(agreement):.1%}, "
-        f"against the native file {np.mean(native_agreement):.1%}"
-    )
-    assert np.mean(agreement) >= 0.9, agreement
-    assert cached.cached_passes > cached.full_passes > 0
+    full = [canvas(uncached, prompt) for prompt in PROMPTS]
+    native_full = [canvas(native, prompt) for prompt in PROMPTS]
+    for mode in ("prefix", "dual"):
+        cached = LlamaDiffusionBackend(path, LlamaDiffusionSettings(n_ctx=512, cache=mode))
+        assert cached.cache_mode == mode
+        drafts = [canvas(cached, prompt) for prompt in PROMPTS]
+        # The cache's own effect: the same file fully re-decoded against cached. (Against the native file
+        # the figure also counts llama.cpp's F16 key/value cache, which moves these near-flat logits ~1e-4.)
+        agreement = [float(np.mean(a == b)) for a, b in zip(drafts, full, strict=True)]
+        native_agreement = [float(np.mean(a == b)) for a, b in zip(drafts, native_full, strict=True)]
+        print(
+            f"{architecture}, {mode} cache: against full re-decoding {np.mean(agreement):.1%}, "
+            f"against the native file {np.mean(native_agreement):.1%}"
+        )
+        assert np.mean(agreement) >= 0.9, (mode, agreement)
+        assert cached.cached_passes > cached.full_passes > 0
 
 
 def test_a_changed_source_is_converted_again_and_a_touched_one_is_not(tmp_path: Path) -> None:
@@ -114,17 +119,17 @@ def test_a_native_draft_model_is_served_from_its_twin_and_says_so(
     config_file.write_text(entry)
     assert main(["models", "info", "tiny-llada", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
-    assert info["prefix_cache"].startswith("yes; served as its causal twin (llama)"), info["prefix_cache"]
+    assert info["cache"].startswith("dual; served as its causal twin (llama)"), info["cache"]
     assert main(["models", "use", "tiny-llada", "--for", "draft"]) == 0
     engine = SharpenService.from_environment().diffusion_engine()
     backend = engine.backend
-    assert isinstance(backend, LlamaDiffusionBackend) and backend.uses_prefix_cache
+    assert isinstance(backend, LlamaDiffusionBackend) and backend.cache_mode == "dual"
     assert backend.model_path.name.endswith(".twin.gguf") and backend.gguf.architecture == "llama"
     assert backend.model_path.parent.name == "twins" and source.is_file()
     capsys.readouterr()
     assert main(["doctor", "--json"]) in (0, 1)
     findings = {f["check"]: f for f in json.loads(capsys.readouterr().out)["findings"]}
-    assert findings["models.draft"]["facts"]["prefix_cache"] is True
+    assert findings["models.draft"]["facts"]["cache"] == "dual"
 
 
 def test_without_room_for_the_copy_it_runs_natively_and_says_so(

@@ -63,7 +63,7 @@ def test_pipeline_runs_end_to_end_and_the_export_drafts(tmp_path: Path) -> None:
     assert "<polyline" in (plan.out / "training_curve.svg").read_text()
     in_llama = LlamaDiffusionBackend(report.gguf, LlamaDiffusionSettings(n_ctx=256))
     engine = DiffusionEngine(in_llama, "trained")
-    assert in_llama.uses_prefix_cache and in_llama.shift == 0
+    assert in_llama.cache_mode == "dual" and in_llama.shift == 0
     events = list(
         engine.draft("Write a short note to a friend.", 16, DiffusionSettings.reference(steps=4, block_length=8))
     )
@@ -132,7 +132,7 @@ def test_llama_cpp_computes_what_torch_computes(tmp_path: Path) -> None:
     state = {name: tensor.detach().numpy() for name, tensor in model.state_dict().items()}
     path = export_gguf(state, shape, tokenizer, tmp_path / "f32.gguf", q8=False, name="parity")
     sequence = np.array([ids.user, *tokenizer.encode("Hi Sam, the picnic").ids, ids.assistant, *[ids.mask] * 8])
-    backend = LlamaDiffusionBackend(path, LlamaDiffusionSettings(n_ctx=256, cache=False))
+    backend = LlamaDiffusionBackend(path, LlamaDiffusionSettings(n_ctx=256, cache="none"))
     ours = backend.logits(sequence, 0, len(sequence), 0)
     with torch.no_grad():
         theirs = all_logits(model, torch.tensor(sequence)[None])[0].numpy()

@@ -29,7 +29,7 @@ def test_calibration_measures_both_engines(measured: CostProfile) -> None:
     assert measured.ar.model == "smollm2-135m-instruct"
     # This model generates tens of tokens per second and evaluates prompts faster than it generates.
     assert 0.001 < measured.ar.seconds_per_token < 1.0
-    assert measured.diffusion.model == "tiny-cacheable" and measured.diffusion.prefix_cache
+    assert measured.diffusion.model == "tiny-cacheable" and measured.diffusion.cache == "dual"
     assert measured.diffusion.pass_base_s >= 0 and measured.diffusion.pass_s_per_position > 0
     assert 0 < measured.diffusion.threshold_passes_per_token <= 1
 
@@ -54,6 +54,7 @@ def test_profile_round_trip(tmp_path: Path, measured: CostProfile) -> None:
         ("version = 1\n[ar]\nseconds_per_token = 'fast'\n", "wrong type"),
         ("version = 1\n[ar]\nseconds_per_token = -1.0\n", "negative"),
         ("version = 1\n[diffusion]\nwarp = 1.0\n", "unknown keys"),
+        ("version = 1\n[diffusion]\ncache = 'triple'\n", "not one of none, prefix, dual"),
     ],
 )
 def test_a_corrupt_profile_falls_back_to_defaults_with_a_warning(tmp_path: Path, text: str, why: str) -> None:
@@ -62,6 +63,16 @@ def test_a_corrupt_profile_falls_back_to_defaults_with_a_warning(tmp_path: Path,
     profile, warning = load_profile(path, "gpu")
     assert profile == default_profile("gpu")
     assert warning is not None and why in warning and str(path) in warning
+
+
+@pytest.mark.parametrize(("written", "read"), [(True, "prefix"), (False, "none")])
+def test_a_profile_from_before_the_dual_cache_keeps_its_measurements(tmp_path: Path, written: bool, read: str) -> None:
+    path = tmp_path / "calibration.toml"
+    flag = "true" if written else "false"
+    path.write_text(f"version = 1\n[diffusion]\npass_s_per_position = 0.002\nprefix_cache = {flag}\n")
+    profile, warning = load_profile(path, "cpu")
+    assert warning is None
+    assert profile.diffusion.cache == read and profile.diffusion.pass_s_per_position == 0.002
 
 
 def test_no_profile_means_defaults_silently(tmp_path: Path) -> None:

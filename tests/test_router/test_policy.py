@@ -94,7 +94,7 @@ costs = st.builds(
     pass_base_s=st.floats(0, 1),
     pass_s_per_position=st.floats(0, 0.01),
     threshold_passes_per_token=st.floats(0.01, 1),
-    prefix_cache=st.booleans(),
+    cache=st.sampled_from(["none", "prefix", "dual"]),
 )
 ar_costs = st.builds(ArCosts, prompt_tokens_per_s=st.floats(1, 10_000), seconds_per_token=st.floats(0.0001, 1))
 plans = st.builds(
@@ -128,18 +128,18 @@ def test_fastest_picks_the_lower_estimate(n: int, ar: ArCosts, diff: DiffusionCo
 def test_one_more_token_opening_a_block_costs_more_not_less() -> None:
     # Found by the property above: with the window averaged over blocks alone, a 1-token last block
     # halved the mean window, and 65 tokens came out cheaper than 64.
-    diff = DiffusionCosts(pass_base_s=0.0, pass_s_per_position=0.01, threshold_passes_per_token=1.0, prefix_cache=True)
+    diff = DiffusionCosts(pass_base_s=0.0, pass_s_per_position=0.01, threshold_passes_per_token=1.0, cache="prefix")
     plan = DiffusionPlan(steps=64, block_length=64)
     assert estimate_diffusion(65, 0, 0, plan, diff).seconds > estimate_diffusion(64, 0, 0, plan, diff).seconds
 
 
 def test_before_calibration_costs_follow_the_models_size() -> None:
-    small = ModelSize("small", parameters=10_000_000, weight_bytes=11_000_000, prefix_cache=True)
+    small = ModelSize("small", parameters=10_000_000, weight_bytes=11_000_000, cache="dual")
     large = ModelSize("large", parameters=8_000_000_000, weight_bytes=4_900_000_000)
     ar = ModelSize("ar", parameters=135_000_000, weight_bytes=98_000_000)
     cheap = estimate_profile("cpu", 2, ar, small)
     dear = estimate_profile("cpu", 2, ar, large)
-    assert not cheap.diffusion.measured and cheap.diffusion.model == "small" and cheap.diffusion.prefix_cache
+    assert not cheap.diffusion.measured and cheap.diffusion.model == "small" and cheap.diffusion.cache == "dual"
     assert dear.diffusion.pass_s_per_position / cheap.diffusion.pass_s_per_position == pytest.approx(800)
     assert estimate_profile("cpu", 4, ar, small).diffusion.pass_s_per_position < cheap.diffusion.pass_s_per_position
     plan = DiffusionPlan(steps=64, block_length=32)

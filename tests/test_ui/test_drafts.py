@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
@@ -55,7 +56,11 @@ async def test_a_draft_animates_and_is_inserted(make_app: AppFactory, tiny_cache
 
 
 async def test_escape_cancels_a_running_draft(make_app: AppFactory, tiny_cacheable_path: Path) -> None:
-    app = make_app(config=make_config(tiny_cacheable_path, autocomplete=False))
+    config = make_config(tiny_cacheable_path, quality="best", autocomplete=False)
+    # Every pass decodes the whole sequence, so the draft is still refining when Escape arrives (with the
+    # dual cache the tiny model can finish all its passes first).
+    config = dataclasses.replace(config, diffusion=dataclasses.replace(config.diffusion, cache="none"))
+    app = make_app(config=config)
     async with app.run_test(size=(80, 24)) as pilot:
         await ask_for_draft(pilot, app, "Write a long story", 512)
         assert await wait_until(pilot, lambda: app.draft is not None and len(app.draft.passes) >= 1)
@@ -63,7 +68,7 @@ async def test_escape_cancels_a_running_draft(make_app: AppFactory, tiny_cacheab
         assert await wait_until(pilot, lambda: app.draft is not None and app.draft.done is not None)
         assert app.draft is not None and app.draft.done is not None
         assert app.draft.done.stats.finish_reason == "cancelled"
-        assert len(app.draft.passes) < 128
+        assert len(app.draft.passes) < 256
         assert app.status.info.state == "cancelled"
         await pilot.press("escape")
         assert app.draft is None and not app.panel.has_class("open")

@@ -70,7 +70,8 @@ async def test_a_document_too_long_for_the_model_is_cut_and_said(
         # The paragraphs nearest the cursor, whole.
         assert long_document.endswith(context.before) and context.before.startswith("Paragraph ")
         assert "left out" in str(app.panel.query_one("#draft-hint", Label).render())
-        assert any("were left out" in n.message for n in app._notifications)
+        # The notice is a message of its own: it may arrive just after the draft is shown.
+        assert await wait_until(pilot, lambda: any("were left out" in n.message for n in app._notifications))
 
 
 async def test_a_rewrite_takes_an_instruction_and_a_length_that_follows_it(

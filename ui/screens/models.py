@@ -149,7 +149,7 @@ class ModelsScreen(ModalScreen[tuple[str, str] | None]):
     def on_twin_update(self, message: TwinUpdate) -> None:
         self.query_one("#pull-progress", ProgressBar).update(total=message.total, progress=message.done)
         self.query_one("#pull-status", Label).update(
-            f"{message.name}: writing its cacheable copy for the prefix cache, "
+            f"{message.name}: writing its cacheable copy for the cache, "
             f"{message.done / 1e6:,.1f} of {message.total / 1e6:,.1f} MB"
         )
 

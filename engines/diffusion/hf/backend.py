@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from engines.diffusion.backend import CACHE_MODES, CacheMode
 from engines.diffusion.hf.loading import LoadedModel, TorchLoadSettings, TorchSetupError, load_transformer
 from engines.diffusion.hf.tokenizer import CheckpointTokenizer
 from engines.errors import EngineError
@@ -29,13 +30,11 @@ from engines.threads import cpu_load, threads_for
 from models.hf_checkpoint import CheckpointInfo, inspect_checkpoint
 from models.transformer import LayerKV
 
-CACHE_MODES = ("none", "prefix", "dual")
-
 
 @dataclass(frozen=True)
 class TorchDiffusionSettings:
     load: TorchLoadSettings = field(default_factory=TorchLoadSettings)
-    cache: str = "prefix"  # none | prefix | dual
+    cache: CacheMode = "prefix"
     n_ctx: int = 1024
     threads: int = 0  # 0: engines.threads chooses per draft
 
@@ -70,10 +69,10 @@ class TorchDiffusionBackend:
         self.context_length = min(self.settings.n_ctx, self.spec.context_length)
         self.shift = 1 if self.spec.shift_logits else 0
         self.eos_token_ids = self.tokenizer.end_of_text_ids([*self.spec.eos_token_ids, *self._generation_eos()])
-        self.uses_prefix_cache = self.settings.cache != "none"
+        self.cache_mode = self.settings.cache
         cpu_load()  # starts sampling other work's load before the first draft
         self._window: _Window | None = None
-        self._caching = self.uses_prefix_cache
+        self._caching = self.cache_mode != "none"
         self.full_passes = 0
         self.cached_passes = 0
 
@@ -103,7 +102,7 @@ class TorchDiffusionBackend:
 
     def reset(self, cache: bool = True) -> None:
         self._window = None
-        self._caching = cache and self.settings.cache != "none"
+        self._caching = cache and self.cache_mode != "none"
         # torch's thread count is the process's: chosen per draft, as llama.cpp's is per pass.
         threads = threads_for(self.settings.threads, background=True)
         if threads != torch.get_num_threads():
@@ -125,7 +124,7 @@ class TorchDiffusionBackend:
             return self._rows(hidden[:, first_row:last_row])
         # The window covers the rows asked for and every position whose token may change in this window
         # (with a shift, the last changing position sits one past the last row).
-        window_end = end if self.settings.cache == "dual" else length
+        window_end = end if self.cache_mode == "dual" else length
         if not self._window_valid(tokens, first_row, window_end):
             # A new window: one full pass answers this step and stores everything for the next ones.
             hidden, computed = self._run(tokens, 0, length, None)
