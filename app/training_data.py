@@ -8,15 +8,56 @@ Greedy drafts (temperature 0) are written several at a time through one llama.cp
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any, Protocol
 
 from engines.ar_engine import Sampling
 from engines.events import Done, GenerationStats
 from engines.llama_ar import LlamaAREngine
-from models.training.prompts import Instruction, instructions
+from models.training.data import clean_draft
+from models.training.open_prompts import open_instructions
+from models.training.prompts import instructions
 
-Draft = tuple[Instruction, str, int, str]  # instruction, draft, tokens, finish reason
+
+class TeacherPrompt(Protocol):
+    """An instruction for the teacher: models.training.prompts.Instruction or open_prompts.OpenInstruction."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def text(self) -> str: ...
+
+    def record(self) -> dict[str, Any]: ...
+
+
+Draft = tuple[TeacherPrompt, str, int, str]  # instruction, draft, tokens, finish reason
+INSTRUCTION_SETS = ("templated", "open")
+QUOTED_CHARS = 700  # the longest email or paragraph an open instruction quotes
+
+
+def instruction_set(name: str, count: int, seed: int, quoted_from: Path) -> list[TeacherPrompt]:
+    """The first `count` instructions of a set: "templated" (prompts.py) or "open" (open_prompts.py, which
+    quotes the teacher's cleaned templated drafts in `quoted_from` for its reply and rewrite kinds)."""
+    if name == "templated":
+        return list(instructions(count, seed))
+    return list(open_instructions(count, quoted=quoted_texts(quoted_from), seed=seed))
+
+
+def quoted_texts(path: Path) -> list[str]:
+    """Finished drafts short enough to quote in an instruction, cleaned as training cleans them."""
+    texts: list[str] = []
+    if not path.exists():
+        return texts
+    for line in path.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if record.get("finish_reason") != "eos":
+            continue
+        text = clean_draft(record["draft"], True)
+        if 0 < len(text) <= QUOTED_CHARS:
+            texts.append(text)
+    return texts
 
 
 def answered_ids(path: Path) -> set[int]:
@@ -41,18 +82,17 @@ def answered_ids(path: Path) -> set[int]:
 def make_pairs(
     engine: LlamaAREngine,
     out: Path,
-    count: int,
+    prompts: Sequence[TeacherPrompt],
     *,
-    seed: int = 0,
     max_tokens: int = 160,
     temperature: float = 0.0,
     parallel: int = 16,
     progress: Callable[[int, int, int], None] = lambda _done, _total, _tokens: None,
 ) -> int:
-    """Answer the first `count` instructions of `seed` that `out` lacks; returns how many were written.
+    """Answer the instructions in `prompts` that `out` lacks; returns how many were written.
 
     Temperature 0 writes greedy drafts, `parallel` at a time; otherwise one sampled draft at a time."""
-    todo = [i for i in instructions(count, seed) if i.id not in answered_ids(out)]
+    todo = [i for i in prompts if i.id not in answered_ids(out)]
     out.parent.mkdir(parents=True, exist_ok=True)
     if temperature == 0:
         drafts = _greedy(engine, todo, max_tokens, parallel)
@@ -77,7 +117,7 @@ def make_pairs(
     return written
 
 
-def _sampled(engine: LlamaAREngine, todo: list[Instruction], max_tokens: int, temperature: float) -> Iterator[Draft]:
+def _sampled(engine: LlamaAREngine, todo: list[TeacherPrompt], max_tokens: int, temperature: float) -> Iterator[Draft]:
     for instruction in todo:
         done = next(
             e
@@ -88,7 +128,7 @@ def _sampled(engine: LlamaAREngine, todo: list[Instruction], max_tokens: int, te
         yield instruction, done.text, done.stats.generated_tokens, done.stats.finish_reason
 
 
-def _greedy(engine: LlamaAREngine, todo: list[Instruction], max_tokens: int, parallel: int) -> Iterator[Draft]:
+def _greedy(engine: LlamaAREngine, todo: list[TeacherPrompt], max_tokens: int, parallel: int) -> Iterator[Draft]:
     prompts = [engine.chat_prompt(instruction.text, max_tokens) for instruction in todo]
     for reply in engine.greedy_batch(prompts, max_tokens, parallel=parallel):
         yield todo[reply.index], engine.detokenize(reply.tokens), len(reply.tokens), reply.finish_reason

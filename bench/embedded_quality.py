@@ -1,6 +1,8 @@
 """Quality of the embedded diffusion model's drafts, scored by the embedded AR model's perplexity.
 
-20 held-out instructions (ids the training split held out); 128-token drafts at K = N, N/2, N/4, N/8
+20 held-out instructions: with --set templated (the default) ids the training split held out, with
+--set unseen instructions of kinds and subjects that never occur in training (open_prompts.py, the
+measure that matters); 128-token drafts at K = N, N/2, N/4, N/8
 (with Sharpen's default spacing, and without: LLaDA's reference) and at threshold 0.9 (blocks of 32,
 greedy), beside SmolLM2-135M's own drafts (the model the data came from: the ceiling) and a shuffled-word
 baseline (the words of SmolLM2's drafts in random order: the floor). Perplexity is SmolLM2's on the draft
@@ -9,7 +11,11 @@ the draft's length in words are printed beside it. Last, how often SmolLM2 is 90
 token: a student that learned from it can hardly be surer, and threshold decoding needs a pass for every
 token that no pass is 90% sure of.
 
-    .venv/bin/python bench/embedded_quality.py [--model GGUF] [--eos in_order|free|last] [--spacing 3] [--prompts 20]
+Each row's position puts its median log-perplexity between SmolLM2's own drafts (0) and the shuffled
+words (1); on topic is the share of drafts that name a word of the instruction's subject.
+
+    .venv/bin/python bench/embedded_quality.py [--set templated|unseen] [--model GGUF] [--eos in_order|free|last]
+        [--spacing 3] [--prompts 20]
 """
 
 from __future__ import annotations
@@ -33,7 +39,9 @@ from engines.diffusion.settings import EOS_RULES, DiffusionSettings
 from engines.events import DiffusionStats, Done
 from engines.llama_ar import LlamaAREngine, LlamaSettings
 from models.catalogue import resolve_model
-from models.training.data import Pair, is_held_out, load_pairs
+from models.training.data import is_held_out, load_pairs
+from models.training.open_prompts import open_instructions
+from models.training.prompts import instructions
 
 N = 128
 DATA = Path(__file__).resolve().parents[1] / "models" / "training" / "data" / "drafts.jsonl"
@@ -66,10 +74,27 @@ def repeated_trigrams(text: str) -> float:
     return repeated / len(grams) if grams else 0.0
 
 
+def on_topic(text: str, topic_words: tuple[str, ...]) -> bool:
+    """Whether the draft names a word of the subject (its first five letters: "markets" counts for "marketplace"
+    only if they share them, so plurals and simple endings count)."""
+    lowered = text.lower()
+    return any(word[:5] in lowered for word in topic_words)
+
+
+def prompts_of(kind: str, count: int) -> list[tuple[str, tuple[str, ...]]]:
+    """(instruction, topic words) for the held-out templated pairs or the unseen open instructions."""
+    if kind == "unseen":
+        return [(i.text, i.topic_words) for i in open_instructions(count, quoted=[], held_out=True)]
+    topics = {i.id: i.topic for i in instructions(3000)}
+    held = [p for p in load_pairs(DATA) if is_held_out(p)][:count]
+    return [(p.instruction, tuple(w for w in topics[p.id].lower().split() if len(w) >= 4)) for p in held]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", type=Path, default=Path("models/embedded/sharpen-draft-q8_0.gguf"))
     parser.add_argument("--prompts", type=int, default=20)
+    parser.add_argument("--set", dest="prompt_set", choices=("templated", "unseen"), default="templated")
     parser.add_argument(
         "--eos",
         choices=EOS_RULES,
@@ -81,13 +106,14 @@ def main() -> None:
     )
     args = parser.parse_args()
     eos = args.eos
-    pairs: list[Pair] = [p for p in load_pairs(DATA) if is_held_out(p)][: args.prompts]
+    pairs = prompts_of(args.prompt_set, args.prompts)
     source = resolve_model("smollm2-135m-instruct").path
     ar = LlamaAREngine(source, "smollm2-135m-instruct", LlamaSettings(n_ctx=1024))
     scorer = llama_cpp.Llama(str(source), n_ctx=1024, n_batch=512, logits_all=True, verbose=False)
     diffusion = DiffusionEngine(LlamaDiffusionBackend(args.model, LlamaDiffusionSettings(n_ctx=512)), "embedded")
     print(f"machine: {describe_machine()}")
-    print(f"{len(pairs)} held-out instructions, {N}-token drafts, greedy, blocks of 32; perplexity by SmolLM2-135M")
+    print(f"{len(pairs)} {args.prompt_set} instructions, {N}-token drafts, greedy, blocks of 32", end="; ")
+    print("perplexity by SmolLM2-135M")
     print(f"end-of-text settles: {eos}; K rows with spacing {args.spacing}, (ref) rows without")
     variants = {"K=N": DiffusionSettings.reference(steps=N, block_length=32, eos=eos, spacing=args.spacing)}
     for divisor in (2, 4, 8):
@@ -98,42 +124,52 @@ def main() -> None:
     scores: dict[str, list[float]] = {name: [] for name in names}
     repeats: dict[str, list[float]] = {name: [] for name in names}
     words_out: dict[str, list[int]] = {name: [] for name in names}
+    topical: dict[str, list[bool]] = {name: [] for name in names}
+    seconds: dict[str, list[float]] = {name: [] for name in variants}
     passes: dict[str, list[int]] = {name: [] for name in variants}
     per_pass: dict[str, list[float]] = {name: [] for name in variants}  # draft tokens per pass
     samples: dict[str, str] = {}
     teacher_sure: list[float] = []
     rng = random.Random(0)
-    for pair in pairs:
+    for instruction, topic_words in pairs:
         for name, settings in variants.items():
-            done = [e for e in diffusion.draft(pair.instruction, N, settings) if isinstance(e, Done)][-1]
+            done = [e for e in diffusion.draft(instruction, N, settings) if isinstance(e, Done)][-1]
             assert isinstance(done.stats, DiffusionStats)
             passes[name].append(done.stats.passes)
+            seconds[name].append(done.stats.total_s)
+            topical[name].append(on_topic(done.text, topic_words))
             per_pass[name].append(done.stats.generated_tokens / max(1, done.stats.passes))
-            scores[name].append(scored(scorer, ar, pair.instruction, done.text)[0])
+            scores[name].append(scored(scorer, ar, instruction, done.text)[0])
             repeats[name].append(repeated_trigrams(done.text))
             words_out[name].append(len(done.text.split()))
-            samples.setdefault(name, f"{pair.instruction}\n  -> {done.text.strip()[:300]}")
-        ar_text = [e for e in ar.chat(pair.instruction, max_tokens=N) if isinstance(e, Done)][-1].text
+            samples.setdefault(name, f"{instruction}\n  -> {done.text.strip()[:300]}")
+        ar_text = [e for e in ar.chat(instruction, max_tokens=N) if isinstance(e, Done)][-1].text
         words = ar_text.split()
         rng.shuffle(words)
         for name, text in (("SmolLM2 (AR)", ar_text), ("shuffled words", " ".join(words))):
-            perplexity, sure = scored(scorer, ar, pair.instruction, text)
+            perplexity, sure = scored(scorer, ar, instruction, text)
             scores[name].append(perplexity)
             if name == "SmolLM2 (AR)":
                 teacher_sure.append(sure)
             repeats[name].append(repeated_trigrams(text))
             words_out[name].append(len(text.split()))
+            topical[name].append(on_topic(text, topic_words))
+    teacher = math.log(statistics.median(scores["SmolLM2 (AR)"]))
+    floor = math.log(statistics.median(scores["shuffled words"]))
     print(
-        f"\n{'drafts':16} | {'median perplexity':>17} | {'log':>5} | {'repeated 3-grams':>16} | "
-        f"{'words':>5} | passes (median, of {N}) | draft tokens per pass (mean)"
+        f"\n{'drafts':16} | {'median perplexity':>17} | {'log':>5} | {'position':>8} | {'on topic':>8} | "
+        f"{'repeated 3-grams':>16} | {'words':>5} | {'s/draft':>7} | passes (median, of {N}) | draft tokens per pass"
     )
     for name, values in scores.items():
         taken = f"{statistics.median(passes[name]):.0f}" if name in passes else ""
         rate = f"{statistics.mean(per_pass[name]):.2f}" if name in per_pass else ""
         median = statistics.median(values)
+        position = (math.log(median) - teacher) / (floor - teacher)
+        spent = f"{statistics.median(seconds[name]):.2f}" if name in seconds else ""
         print(
-            f"{name:16} | {median:17.1f} | {math.log(median):5.2f} | {statistics.mean(repeats[name]):16.0%} | "
-            f"{statistics.median(words_out[name]):5.0f} | {taken:>23} | {rate}"
+            f"{name:16} | {median:17.1f} | {math.log(median):5.2f} | {position:8.2f} | "
+            f"{statistics.mean(topical[name]):8.0%} | {statistics.mean(repeats[name]):16.0%} | "
+            f"{statistics.median(words_out[name]):5.0f} | {spent:>7} | {taken:>23} | {rate}"
         )
     print(
         f"\nSmolLM2 is at least 90% sure of {statistics.mean(teacher_sure):.0%} of its own draft tokens, given every "

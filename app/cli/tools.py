@@ -39,6 +39,18 @@ def training_data_arguments(parser: argparse.ArgumentParser) -> None:
         help="how many instructions (resumes where it stopped)",
     )
     parser.add_argument("--seed", type=checked_flag(int, at_least(0)), default=0, help="which list of instructions")
+    parser.add_argument(
+        "--set",
+        dest="instruction_set",
+        choices=("templated", "open"),
+        default="templated",
+        help="templated everyday messages, or open kinds of writing (held-out kinds and topics left out)",
+    )
+    parser.add_argument(
+        "--quoted-from",
+        default="models/training/data/drafts.jsonl",
+        help="drafts the open set's reply and rewrite instructions quote",
+    )
     parser.add_argument("--max-tokens", type=checked_flag(int, at_least(1)), default=160)
     parser.add_argument(
         "--temperature",
@@ -52,7 +64,7 @@ def training_data_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def training_data(args: argparse.Namespace) -> int:
-    from app.training_data import make_pairs
+    from app.training_data import instruction_set, make_pairs
     from engines.llama_ar import LlamaAREngine
 
     def report(done: int, total: int, tokens: int) -> None:
@@ -61,11 +73,11 @@ def training_data(args: argparse.Namespace) -> int:
     engine = service().ar_engine()
     if not isinstance(engine, LlamaAREngine):
         return fail("training data is written by a local AR model: models.complete names a remote one")
+    prompts = instruction_set(args.instruction_set, args.count, args.seed, Path(args.quoted_from))
     written = make_pairs(
         engine,
         Path(args.out),
-        args.count,
-        seed=args.seed,
+        prompts,
         max_tokens=args.max_tokens,
         temperature=args.temperature,
         parallel=args.parallel,
