@@ -260,13 +260,27 @@ HELD_OUT_KINDS: dict[str, str] = {
     "scene": "Write a scene set in {setting}.",
     "persuade": "Write a persuasive paragraph about why {task} is worth learning.",
     "faq": "Write a short FAQ about {concept}.",
-    "speech": "Write a short speech to open {event}.",
+    "speech": "Write a short speech for {event}.",
     "ad": "Write an advertisement for {item}.",
     "memory": "Write about a childhood memory of {subject}.",
     "postcard": "Write a postcard home from {place}.",
     "lesson": "Write a lesson plan for teaching {concept}.",
 }
 HELD_OUT_SHARE = 0.25  # of every pool
+# Added to most training instructions that quote nothing, so that the data also asks for a length, a tone
+# or a reader (and a small pool of subjects yields many different instructions).
+MODIFIERS = (
+    " Keep it under 100 words.",
+    " Use a friendly tone.",
+    " Write it for beginners.",
+    " Make it three short paragraphs.",
+    " Use a formal tone.",
+    " Make it cheerful.",
+    " Keep it to five sentences.",
+    " Write it for a young reader.",
+    " Make it vivid and specific.",
+)
+QUOTING = frozenset({"email", "paragraph"})
 
 
 def held_out_value(value: str) -> bool:
@@ -286,7 +300,7 @@ class OpenInstruction:
         """The content words of its subjects (quoted texts and styles excluded): a draft on topic names one."""
         words: list[str] = []
         for name, value in self.slots:
-            if name in ("email", "paragraph", "style"):
+            if name in QUOTING or name == "style":
                 continue
             words += [w.strip(".,'").lower() for w in value.split() if len(w.strip(".,'")) >= 4]
         return tuple(w for w in words if w not in _COMMON)
@@ -295,7 +309,12 @@ class OpenInstruction:
         return {"id": self.id, "kind": self.kind, "slots": dict(self.slots), "text": self.text}
 
 
-_COMMON = frozenset({"what", "with", "that", "this", "from", "your", "about", "their", "without", "during", "after"})
+# Words too common to show that a draft is about its subject.
+_COMMON = frozenset(
+    {"what", "with", "that", "this", "from", "your", "about", "their", "without", "during", "after", "first", "between"}
+    | {"small", "lost", "forms", "good", "long", "little", "early", "local", "home", "night", "short", "five"}
+    | {"hundred", "years", "people", "know", "there", "which", "works", "make", "making", "learning", "writing"}
+)
 
 
 def open_instructions(
@@ -321,6 +340,8 @@ def open_instructions(
         if len(slots) != len(_slot_names(template)):
             continue
         text = template.format(**dict(slots))
+        if not held_out and not QUOTING & {name for name, _ in slots} and rng.random() < 0.7:
+            text += rng.choice(MODIFIERS)
         if text in seen:
             continue
         seen.add(text)

@@ -48,7 +48,7 @@ CHECKPOINT_FOLDER = "sharpen-draft-hf"
 
 @dataclass(frozen=True)
 class TrainingPlan:
-    data: Path
+    data: Path | tuple[Path, ...]  # one file of pairs, or several read as one
     out: Path
     minutes: float = 65.0
     max_steps: int | None = None
@@ -82,7 +82,7 @@ class TrainingReport:
 
 def run(plan: TrainingPlan, log: Callable[[str], object] = print) -> TrainingReport:
     torch.manual_seed(plan.seed)
-    pairs = load_pairs(plan.data)
+    pairs = [p for path in ((plan.data,) if isinstance(plan.data, Path) else plan.data) for p in load_pairs(path)]
     train_pairs = [p for p in pairs if not is_held_out(p)]
     held_out = [p for p in pairs if is_held_out(p)] or train_pairs[:1]
     tokenizer = train_tokenizer(
@@ -243,7 +243,9 @@ def evaluate(model: DiffusionTransformer, tokens: torch.Tensor, answer: torch.Te
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="Train Sharpen's embedded diffusion model")
-    parser.add_argument("--data", type=Path, default=Path("models/training/data/drafts.jsonl"))
+    parser.add_argument(
+        "--data", type=Path, nargs="+", default=[Path("models/training/data/drafts.jsonl")], help="files of pairs"
+    )
     parser.add_argument("--out", type=Path, default=Path("models/training/out"))
     parser.add_argument("--minutes", type=float, default=65.0)
     parser.add_argument("--steps", type=int, default=None, help="stop after this many steps (tests)")
@@ -257,7 +259,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(max(1, torch.get_num_threads()))
     plan = TrainingPlan(
-        data=args.data,
+        data=tuple(args.data),
         out=args.out,
         minutes=args.minutes,
         max_steps=args.steps,
