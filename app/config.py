@@ -115,6 +115,12 @@ class RouterSection:
         "a draft estimated slower than this on diffusion goes to AR when AR is faster; 0 is no budget",
         at_least(0.0),
     )
+    quality_margin: float = option(
+        0.3,
+        "under design, drafts go to AR when the draft model's measured drafts sit more than this behind AR's "
+        "(0: AR's own drafts, 1: shuffled words; the catalogue's drafts_position)",
+        between(0.0, 1.0),
+    )
 
 
 @dataclass(frozen=True)
@@ -256,7 +262,8 @@ def parse_value(spec: SettingSpec, text: str, where: str) -> Any:
         raise ConfigError(f"{where}: {spec.key} {error}") from None
 
 
-# Keys an earlier Sharpen wrote, read as the setting that replaced them (which wins where both are set).
+# Keys an earlier Sharpen wrote, read as the setting that replaced them (which wins where both are set;
+# among old keys, the first listed here). diffusion.prefix_cache = false turned every cache off.
 REPLACED_KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "diffusion.prefix_cache": ("diffusion.cache", lambda on: {True: "dual", False: "none"}.get(on, on)),
     "diffusion.torch_cache": ("diffusion.cache", lambda mode: mode),
@@ -271,12 +278,15 @@ def _flatten(raw: dict[str, Any], where: str) -> dict[str, Any]:
             continue  # the user's model entries: validated by user_catalogue()
         if not isinstance(table, dict):
             raise ConfigError(f"{where}: {section!r} must be a [section] table; known sections: {_sections(registry)}")
+        # Old keys in REPLACED_KEYS's order, whatever the file's: the first one given decides.
+        for old_key, (new_key, convert) in REPLACED_KEYS.items():
+            old_section, old_name = old_key.split(".", 1)
+            if old_section == section and old_name in table and new_key.split(".", 1)[1] not in table:
+                value = convert(table[old_name])
+                flat.setdefault(new_key, _validate(registry[new_key], value, f"{where} ({old_key})"))
         for name, value in table.items():
             key = f"{section}.{name}"
             if key in REPLACED_KEYS:
-                new_key, convert = REPLACED_KEYS[key]
-                if new_key.split(".", 1)[1] not in table:
-                    flat.setdefault(new_key, _validate(registry[new_key], convert(value), f"{where} ({key})"))
                 continue
             spec = registry.get(key)
             if spec is None:

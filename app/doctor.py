@@ -21,8 +21,10 @@ from app.config import Config, ConfigError, ModelsSection, load_config
 from app.model_manager import size_on_disk
 from app.paths import SharpenPaths, sharpen_paths
 from app.service import SharpenService
+from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
 from engines.llama_build import NO_AMX_FLAGS, BuildInfo, CpuInfo, build_info, build_problems, cpu_info
 from engines.threads import YIELD_AT_CORES, CpuLoad, auto_threads, available_cores
+from models.catalogue import resolve_model
 from models.errors import ModelError, ModelFileError, UnknownModel
 from models.fit import GIB, check_fit, this_machine
 from models.remote import RemoteSource, remote_api_key
@@ -108,6 +110,22 @@ def check_build(build: BuildInfo, cpu: CpuInfo) -> list[Finding]:
             Finding("cpu", status, f"{cpu.model or cpu.machine} ({vector}): {problem.message}", fix, cpu_facts)
         )
     return findings
+
+
+def check_dual_cache(config: Config) -> Finding:
+    """Whether this llama.cpp build runs the dual cache: the backend's own probe, on the embedded draft model."""
+    path = resolve_model(ModelsSection().draft).path  # the embedded default, whatever is configured
+    backend = LlamaDiffusionBackend(path, LlamaDiffusionSettings(n_ctx=64, n_gpu_layers=0))
+    facts = {"dual_cache": backend.cache_mode == "dual", "diffusion.cache": config.diffusion.cache}
+    if backend.cache_mode == "dual":
+        detail = "this llama.cpp decodes a block between cached positions (scripts/llama-cpp-patches)"
+        return Finding("dual cache", "ok", f"{detail}; diffusion.cache is {config.diffusion.cache}", "", facts)
+    if BOOTSTRAP.is_file() and Path(sys.prefix).resolve() == (CHECKOUT / ".venv").resolve():
+        fix = f"{BOOTSTRAP} (builds llama-cpp-python with the patches in scripts/llama-cpp-patches)"
+    else:
+        fix = "build llama-cpp-python with scripts/llama-cpp-wheel from a Sharpen checkout (it applies the patches)"
+    why = backend.cache_note or "llama.cpp keeps no KV cache for the embedded draft model"
+    return Finding("dual cache", "warn", why, fix, facts)
 
 
 def check_optional_packages() -> Finding:
@@ -205,7 +223,7 @@ def check_model(service: SharpenService, role: str, name: str) -> Finding:
     uncached = ""  # why a draft model runs without a cache: a warning once the fit is checked
     if role == "draft" and path.is_file():
         served = service.models.served_file(path, write=False)
-        facts["cache"] = service.config.diffusion.cache if served.cached else "none"
+        facts["cache"] = service.models.runnable_cache() if served.cached else "none"
         if served.note:
             facts["served"] = served.note
         uncached = "" if served.cached else served.note
@@ -324,6 +342,7 @@ def diagnose(paths: SharpenPaths | None = None) -> Report:
     findings += _guarded("torch", check_optional_packages)
     config_finding, config = check_config(paths)
     findings.append(config_finding)
+    findings += _guarded("dual cache", lambda: check_dual_cache(config))
     service = SharpenService(config, paths)
     findings += _guarded(
         "models.complete", lambda: check_model(service, "complete", config.models.complete), vital=True

@@ -8,9 +8,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from app.config import Config, ConfigError, read_raw, user_catalogue
+from app.config import Config, ConfigError, ModelsSection, read_raw, user_catalogue
 from app.paths import SharpenPaths
-from engines.diffusion.llama_backend import check_diffusion_gguf
+from engines.diffusion.backend import CacheMode
+from engines.diffusion.llama_backend import check_diffusion_gguf, runnable_cache
 from models.catalogue import CatalogueEntry, ResolvedModel, catalogue, resolve_model
 from models.errors import ModelError, ModelFileError, UnknownModel, UnsupportedModel
 from models.fit import FitVerdict, Machine, check_fit, require_disk, require_fit, this_machine
@@ -163,7 +164,7 @@ class ModelManager:
                 info["file"] = inspect_gguf(status.path).summary()
                 if status.entry.role == "draft":
                     served = self.served_file(status.path, write=False)
-                    mode = self._config().diffusion.cache if served.cached else "none"
+                    mode = self.runnable_cache() if served.cached else "none"
                     info["cache"] = f"{mode}; " + (served.note or "the file has a KV cache")
         return info
 
@@ -239,6 +240,11 @@ class ModelManager:
     @property
     def twins_dir(self) -> Path:
         return self.paths.data_dir / "twins"
+
+    def runnable_cache(self) -> CacheMode:
+        """The cache a cacheable draft file runs with: diffusion.cache, less "dual" on a llama.cpp without
+        Sharpen's patch (probed once on the embedded draft model)."""
+        return runnable_cache(self._config().diffusion.cache, resolve_model(ModelsSection().draft).path)
 
     def served_file(self, path: Path, *, write: bool = True, progress: TwinProgress | None = None) -> ServedFile:
         """What a draft GGUF runs from: itself if llama.cpp keeps a KV cache for it; for llama.cpp's diffusion

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,7 @@ from router.calibration import QUICK, CalibrationCancelled, CalibrationSizes, Pr
 from router.cost import DiffusionPlan
 from router.policy import NoEngineAvailable, decide
 from router.profile import CostProfile, DeviceClass, ModelSize, estimate_profile, load_profile, save_profile
-from router.request import EngineName, Policy, Request, Route, approximate_tokens
+from router.request import EngineName, Policy, QualityGap, Request, Route, approximate_tokens
 
 # The prefix, suffix and middle tokens of a fill-in-the-middle prompt.
 FIM_TOKENS = 3
@@ -407,7 +407,9 @@ class SharpenService:
         ar = saved.ar if saved.calibrated and saved.ar.model == estimate.ar.model else estimate.ar
         diffusion = estimate.diffusion
         if saved.calibrated and saved.diffusion.model == estimate.diffusion.model:
-            diffusion = saved.diffusion
+            # A pass's measured cost holds whatever cache runs; how many positions a pass decodes follows
+            # the cache that will run now (diffusion.cache may have changed since the calibration).
+            diffusion = replace(saved.diffusion, cache=estimate.diffusion.cache)
         return replace(saved, ar=ar, diffusion=diffusion), warning
 
     def _remote_complete(self) -> bool:
@@ -453,7 +455,7 @@ class SharpenService:
                 return ModelSize(model.name, checkpoint.parameter_count, checkpoint.size_bytes, cache)
             info = inspect_gguf(model.path)
             cacheable = role == "draft" and self.models.served_file(model.path, write=False).cached
-            cache = section.cache if cacheable else "none"
+            cache = self.models.runnable_cache() if cacheable else "none"
             return ModelSize(model.name, info.n_parameters, info.file_size, cache)
         except ModelError:
             return None
@@ -479,6 +481,25 @@ class SharpenService:
                 continue
         return present
 
+    def quality_gap(self, present: Mapping[EngineName, str]) -> QualityGap | None:
+        """How far the draft model's measured drafts sit behind the AR model's, where the catalogue measured
+        the draft model (the AR model counts as its own drafts, 0, unless it was measured too)."""
+        if "ar" not in present or "diffusion" not in present:
+            return None
+        positions: dict[EngineName, float] = {}
+        engines: tuple[EngineName, ...] = ("ar", "diffusion")
+        for engine in engines:
+            try:
+                entry = self.models.resolve(present[engine]).entry
+            except ModelError:
+                entry = None
+            if entry is not None and entry.drafts_position >= 0:
+                positions[engine] = entry.drafts_position
+        if "diffusion" not in positions:
+            return None
+        behind = positions["diffusion"] - positions.get("ar", 0.0)
+        return QualityGap(present["diffusion"], behind, self.config.router.quality_margin)
+
     def base_plan(self, settings: DiffusionSettings | None = None) -> DiffusionPlan:
         chosen = settings or self.draft_settings()
         return DiffusionPlan(chosen.steps, chosen.block_length, chosen.threshold, chosen.schedule)
@@ -488,9 +509,15 @@ class SharpenService:
         budget = self.config.router.latency_budget_s
         if request.latency_budget_s is None and budget > 0:
             request = replace(request, latency_budget_s=budget)
+        present = self.present_engines()
         try:
             return decide(
-                request, profile, self.present_engines(), self.base_plan(base), policy or self.config.router.policy
+                request,
+                profile,
+                present,
+                self.base_plan(base),
+                policy or self.config.router.policy,
+                self.quality_gap(present),
             )
         except NoEngineAvailable as error:
             raise RoutingError(str(error)) from None

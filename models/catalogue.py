@@ -52,6 +52,10 @@ class CatalogueEntry:
     # for real instruct models (0 and 0: the built-in defaults, fixed steps with spacing).
     decoding_threshold: float = 0.0
     decoding_block_length: int = 0
+    # How its 128-token drafts read on instructions of kinds and subjects it never saw, at K = N/4
+    # (bench/embedded_quality.py --set unseen): their median log-perplexity placed between the embedded
+    # AR model's own drafts (0) and the same words shuffled (1). -1: not measured.
+    drafts_position: float = -1.0
     builtin: bool = True
 
     @property
@@ -126,6 +130,10 @@ def entry_from_table(name: str, table: Any, where: str, *, builtin: bool) -> Cat
         problems.append("a GGUF from the Hub names its file: hf:OWNER/REPO/FILE.gguf")
     if not 0.0 <= entry.decoding_threshold <= 1.0:
         problems.append("decoding_threshold must be between 0 and 1 (0: the built-in fixed steps)")
+    if entry.drafts_position != -1.0 and not 0.0 <= entry.drafts_position <= 2.0:
+        problems.append(
+            "drafts_position must be -1 (not measured) or from 0 (AR's own drafts) to 2 (1 is shuffled words)"
+        )
     if entry.decoding_block_length < 0:
         problems.append("decoding_block_length must be at least 0 (0: the built-in default)")
     if entry.sha256 and (len(entry.sha256) != 64 or any(c not in "0123456789abcdef" for c in entry.sha256)):

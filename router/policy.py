@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from router.cost import DiffusionPlan, estimate_ar, estimate_diffusion
 from router.profile import CostProfile
-from router.request import EngineName, Estimate, Policy, Request, Route
+from router.request import EngineName, Estimate, Policy, QualityGap, Request, Route
 
 SHORT_OUTPUT_TOKENS = 30
 # Fixed-step passes per draft token for each quality preset (threshold decoding, when configured, wins).
@@ -33,8 +33,10 @@ def decide(
     models: Mapping[EngineName, str],
     base_plan: DiffusionPlan,
     policy: Policy = "design",
+    quality_gap: QualityGap | None = None,
 ) -> Route:
-    """Choose an engine for `request` among those whose model is present (`models`: engine -> model name)."""
+    """Choose an engine for `request` among those whose model is present (`models`: engine -> model name).
+    `quality_gap`: the draft model's measured quality against AR's, where the catalogue has it."""
     if request.output_tokens < 1:
         raise ValueError("a request must ask for at least one token")
     plan = diffusion_plan(request, base_plan)
@@ -45,7 +47,7 @@ def decide(
         estimates["diffusion"] = estimate_diffusion(
             request.output_tokens, request.prompt_tokens, request.suffix_tokens, plan, profile.diffusion
         )
-    engine, reason = _choose(request, estimates, policy)
+    engine, reason = _choose(request, estimates, policy, quality_gap)
     if engine == "ar" and request.kind == "infill" and "diffusion" not in models:
         reason += "; AR sees only the text before the selection"
     settings: dict[str, object] = (
@@ -61,7 +63,9 @@ def decide(
     return Route(engine, models[engine], settings, estimates, reason, policy)
 
 
-def _choose(request: Request, estimates: dict[EngineName, Estimate], policy: Policy) -> tuple[EngineName, str]:
+def _choose(
+    request: Request, estimates: dict[EngineName, Estimate], policy: Policy, quality_gap: QualityGap | None
+) -> tuple[EngineName, str]:
     if not estimates:
         raise NoEngineAvailable("no model is present for either engine: see `sharpen models`")
     if request.force_engine is not None:
@@ -92,6 +96,11 @@ def _choose(request: Request, estimates: dict[EngineName, Estimate], policy: Pol
             "refines the whole draft with both sides in view" if request.kind == "infill" else "refines the whole draft"
         )
         return "diffusion", f"quality: diffusion {why}"
+    if request.kind == "draft" and quality_gap is not None and quality_gap.behind > quality_gap.margin:
+        return "ar", (
+            f"{quality_gap.draft_model}'s drafts sit {quality_gap.behind:.2f} behind AR's on instructions it never "
+            f"saw (0: AR's own, 1: shuffled words), more than router.quality_margin ({quality_gap.margin:.2f}): AR"
+        )
     budget = request.latency_budget_s
     if budget is not None and diffusion > budget and ar < diffusion:
         return "ar", (

@@ -34,6 +34,16 @@ class Request:
 
 
 @dataclass(frozen=True)
+class QualityGap:
+    """How far the draft model's measured drafts sit behind the AR model's (models/catalogue.py
+    drafts_position: 0 AR's own drafts, 1 shuffled words), and the most the design policy accepts."""
+
+    draft_model: str
+    behind: float
+    margin: float
+
+
+@dataclass(frozen=True)
 class Estimate:
     engine: EngineName
     seconds: float

@@ -15,6 +15,7 @@ path (`cache="none"`).
 from __future__ import annotations
 
 import ctypes
+import functools
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -105,9 +106,7 @@ class LlamaDiffusionBackend:
 
     def _usable_cache(self) -> CacheMode:
         wanted = self.settings.cache
-        if wanted == "none":
-            return "none"
-        if self._ctx.memory is None:
+        if wanted == "none" or self._ctx.memory is None:  # llama.cpp keeps no KV cache for the file
             return "none"
         if wanted == "dual" and not self._fills_gaps():
             self.cache_note = (
@@ -232,3 +231,14 @@ class LlamaDiffusionBackend:
             ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float)), shape=(n_rows, self.vocab_size)
         )
         return array.copy()
+
+
+@functools.cache
+def fills_gaps(probe_model: Path) -> bool:
+    """Whether this llama.cpp build runs the dual cache, probed once on a small cacheable file."""
+    return LlamaDiffusionBackend(probe_model, LlamaDiffusionSettings(n_ctx=64, n_gpu_layers=0)).cache_mode == "dual"
+
+
+def runnable_cache(wanted: CacheMode, probe_model: Path) -> CacheMode:
+    """The cache a cacheable file would run with under `wanted` on this build: "dual" needs the patch."""
+    return "prefix" if wanted == "dual" and not fills_gaps(probe_model) else wanted

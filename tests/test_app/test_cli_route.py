@@ -88,3 +88,34 @@ def test_draft_reports_the_route_reason(tiny_cacheable_path: Path, capsys: pytes
     err = capsys.readouterr().err
     assert "sharpen: diffusion: drafts of 40 tokens go to diffusion" in err
     assert "40 tokens in 5 passes" in err  # K = N/8 for "fast"
+
+
+def test_a_draft_model_measured_far_behind_ar_loses_long_drafts_to_it(
+    tiny_cacheable_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = Path(main_config_path(capsys))
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(
+        '[models]\ndraft = "weak-draft"\n\n[catalogue.weak-draft]\nrole = "draft"\nengine = "llama-diffusion"\n'
+        f'source = "path:{tiny_cacheable_path}"\ndrafts_position = 0.55\n'
+    )
+    route = run_json(capsys, "route", "--kind", "draft", "--tokens", "400", "--json")
+    assert route["engine"] == "ar", route
+    assert (
+        "weak-draft's drafts sit 0.55 behind AR's" in route["reason"]
+        and "router.quality_margin (0.30)" in route["reason"]
+    )
+    # Within the margin, or under another policy, or for an infill, the estimates decide as before.
+    assert main(["config", "set", "router.quality_margin", "0.6"]) == 0
+    capsys.readouterr()
+    assert run_json(capsys, "route", "--kind", "draft", "--tokens", "400", "--json")["engine"] == "diffusion"
+    assert main(["config", "set", "router.quality_margin", "0.3"]) == 0
+    capsys.readouterr()
+    quality = run_json(capsys, "route", "--kind", "draft", "--tokens", "400", "--policy", "quality", "--json")
+    assert quality["engine"] == "diffusion"
+    assert run_json(capsys, "route", "--kind", "infill", "--tokens", "400", "--json")["engine"] == "diffusion"
+
+
+def main_config_path(capsys: pytest.CaptureFixture[str]) -> str:
+    assert main(["config", "path"]) == 0
+    return capsys.readouterr().out.strip()

@@ -115,6 +115,7 @@ def test_atomic_write_leaves_no_temporary_files(tmp_path: Path) -> None:
         ("prefix_cache = true", "dual"),
         ('torch_cache = "prefix"', "prefix"),
         ('torch_cache = "dual"\ncache = "none"', "none"),  # the key that replaced it wins
+        ('torch_cache = "dual"\nprefix_cache = false', "none"),  # among old keys, prefix_cache
     ],
 )
 def test_the_cache_keys_of_an_earlier_sharpen_still_load(tmp_path: Path, written: str, read: str) -> None:

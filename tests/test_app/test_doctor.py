@@ -14,6 +14,7 @@ from app.atomic import write_atomic
 from app.cli import main
 from app.config import Config
 from app.doctor import check_build, check_threads, rebuild_command
+from engines.diffusion.llama_backend import LlamaDiffusionBackend
 from engines.llama_build import NO_AMX_FLAGS, BuildInfo, CpuInfo, build_info, parse_features
 from engines.threads import available_cores
 from router.profile import ArCosts, CostProfile, DiffusionCosts, save_profile
@@ -35,6 +36,8 @@ def test_a_fresh_install_is_ready(capsys: pytest.CaptureFixture[str]) -> None:
     assert isinstance(build, dict) and build["system_info"] == build_info().system_info
     assert findings["models.complete"]["status"] == "ok" and findings["models.draft"]["status"] == "ok"
     assert findings["cpu"]["status"] == "ok"
+    dual = findings["dual cache"]
+    assert dual["status"] == "ok" and dual["facts"] == {"dual_cache": True, "diffusion.cache": "dual"}
     assert findings["calibration"]["status"] == "warn" and findings["calibration"]["fix"] == "sharpen calibrate"
     threads = findings["threads"]["facts"]
     assert isinstance(threads, dict) and threads["ar.n_threads"] == 0 and 1 <= threads["auto_threads_now"] <= 64
@@ -149,3 +152,16 @@ def test_a_model_too_big_for_this_machine(
     capsys.readouterr()
     code, findings = _doctor(capsys)
     assert code == 0 and findings["models.complete"]["status"] == "warn", "the user chose to load it anyway"
+
+
+def test_a_llama_cpp_without_the_patch_warns_that_drafts_use_the_prefix_cache(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """This build has the patch, so its refusal of the probe is stood in for."""
+    monkeypatch.setattr(LlamaDiffusionBackend, "_fills_gaps", lambda self: False)
+    code, findings = _doctor(capsys)
+    assert code == 0
+    finding = findings["dual cache"]
+    detail, fix = str(finding["detail"]), str(finding["fix"])
+    assert finding["status"] == "warn" and "prefix cache is used instead" in detail
+    assert "scripts/llama-cpp-patches" in fix or "scripts/llama-cpp-wheel" in fix

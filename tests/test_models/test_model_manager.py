@@ -233,6 +233,7 @@ def test_fit_verdicts() -> None:
         ('role = "draft"\nengine = "llama-ar"\nsource = "hf:acme/repo"\n', "names its file"),
         ('role = "draft"\nengine = "llama-ar"\nsource = "path:/x"\nsize = 3\n', "unknown keys"),
         ('role = "draft"\nengine = "llama-ar"\nsource = "path:/x"\nneeds_ram_gib = "lots"\n', "must be a float"),
+        ('role = "draft"\nengine = "llama-ar"\nsource = "path:/x"\ndrafts_position = 7\n', "must be -1"),
     ],
 )
 def test_bad_user_entries_are_named(table: str, message: str) -> None:

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from router.cost import DiffusionPlan, crossover_tokens, estimate_ar, estimate_diffusion, passes_for
 from router.policy import NoEngineAvailable, decide, diffusion_plan
 from router.profile import ArCosts, CostProfile, DiffusionCosts, ModelSize, default_profile, estimate_profile
-from router.request import EngineName, Policy, Quality, Request
+from router.request import EngineName, Policy, Quality, QualityGap, Request
 
 BOTH: dict[EngineName, str] = {"ar": "smollm2", "diffusion": "llada"}
 BASE = DiffusionPlan(steps=64, block_length=32)
@@ -146,3 +146,20 @@ def test_before_calibration_costs_follow_the_models_size() -> None:
     request = Request("draft", 400, prompt_tokens=32, latency_budget_s=20.0)
     assert decide(request, cheap, {"ar": "ar", "diffusion": "small"}, plan).engine == "diffusion"
     assert decide(request, dear, {"ar": "ar", "diffusion": "large"}, plan).engine == "ar"
+
+
+@given(behind=st.floats(-1, 2), margin=st.floats(0, 1), n=st.integers(30, 2000))
+def test_design_sends_drafts_to_ar_exactly_when_the_draft_model_is_too_far_behind(
+    behind: float, margin: float, n: int
+) -> None:
+    gap = QualityGap("llada", behind, margin)
+    route = decide(Request("draft", n), FAST_DIFFUSION, BOTH, BASE, "design", gap)
+    if behind > margin:
+        assert route.engine == "ar" and "behind AR's" in route.reason and f"({margin:.2f})" in route.reason
+    else:
+        assert route.engine == "diffusion"
+    # The gap weighs only drafts under design: infills, other policies and forced engines are as before.
+    assert decide(Request("infill", n), FAST_DIFFUSION, BOTH, BASE, "design", gap).engine == "diffusion"
+    assert decide(Request("draft", n), FAST_DIFFUSION, BOTH, BASE, "quality", gap).engine == "diffusion"
+    forced = Request("draft", n, force_engine="diffusion")
+    assert decide(forced, FAST_DIFFUSION, BOTH, BASE, "design", gap).engine == "diffusion"
