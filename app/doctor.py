@@ -21,7 +21,7 @@ from app.config import Config, ConfigError, ModelsSection, load_config
 from app.model_manager import size_on_disk
 from app.paths import SharpenPaths, sharpen_paths
 from app.service import SharpenService
-from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
+from engines.diffusion.llama_backend import NO_DUAL_CACHE, fills_gaps
 from engines.llama_build import NO_AMX_FLAGS, BuildInfo, CpuInfo, build_info, build_problems, cpu_info
 from engines.threads import YIELD_AT_CORES, CpuLoad, auto_threads, available_cores
 from models.catalogue import resolve_model
@@ -114,18 +114,16 @@ def check_build(build: BuildInfo, cpu: CpuInfo) -> list[Finding]:
 
 def check_dual_cache(config: Config) -> Finding:
     """Whether this llama.cpp build runs the dual cache: the backend's own probe, on the embedded draft model."""
-    path = resolve_model(ModelsSection().draft).path  # the embedded default, whatever is configured
-    backend = LlamaDiffusionBackend(path, LlamaDiffusionSettings(n_ctx=64, n_gpu_layers=0))
-    facts = {"dual_cache": backend.cache_mode == "dual", "diffusion.cache": config.diffusion.cache}
-    if backend.cache_mode == "dual":
+    available = fills_gaps(resolve_model(ModelsSection().draft).path)  # the embedded default, whatever is set
+    facts = {"dual_cache": available, "diffusion.cache": config.diffusion.cache}
+    if available:
         detail = "this llama.cpp decodes a block between cached positions (scripts/llama-cpp-patches)"
         return Finding("dual cache", "ok", f"{detail}; diffusion.cache is {config.diffusion.cache}", "", facts)
     if BOOTSTRAP.is_file() and Path(sys.prefix).resolve() == (CHECKOUT / ".venv").resolve():
         fix = f"{BOOTSTRAP} (builds llama-cpp-python with the patches in scripts/llama-cpp-patches)"
     else:
         fix = "build llama-cpp-python with scripts/llama-cpp-wheel from a Sharpen checkout (it applies the patches)"
-    why = backend.cache_note or "llama.cpp keeps no KV cache for the embedded draft model"
-    return Finding("dual cache", "warn", why, fix, facts)
+    return Finding("dual cache", "warn", NO_DUAL_CACHE, fix, facts)
 
 
 def check_optional_packages() -> Finding:

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from app.config import Config, ConfigError, ModelsSection, read_raw, user_catalogue
+from app.config import Config, ConfigError, read_raw, user_catalogue
 from app.paths import SharpenPaths
 from engines.diffusion.backend import CacheMode
 from engines.diffusion.llama_backend import check_diffusion_gguf, runnable_cache
@@ -242,9 +242,9 @@ class ModelManager:
         return self.paths.data_dir / "twins"
 
     def runnable_cache(self) -> CacheMode:
-        """The cache a cacheable draft file runs with: diffusion.cache, less "dual" on a llama.cpp without
-        Sharpen's patch (probed once on the embedded draft model)."""
-        return runnable_cache(self._config().diffusion.cache, resolve_model(ModelsSection().draft).path)
+        """The cache a cacheable draft file runs with: diffusion.cache, less "dual" once a loaded model
+        found this llama.cpp without Sharpen's patch (routing never loads a model to find out)."""
+        return runnable_cache(self._config().diffusion.cache)
 
     def served_file(self, path: Path, *, write: bool = True, progress: TwinProgress | None = None) -> ServedFile:
         """What a draft GGUF runs from: itself if llama.cpp keeps a KV cache for it; for llama.cpp's diffusion

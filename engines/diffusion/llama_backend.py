@@ -15,7 +15,6 @@ path (`cache="none"`).
 from __future__ import annotations
 
 import ctypes
-import functools
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -57,6 +56,18 @@ def check_diffusion_gguf(info: GGUFInfo) -> None:
         "Drafts need a diffusion GGUF (Dream, LLaDA, LLaDA-MoE, RND1, or Sharpen's own export); "
         "set one with `sharpen config set models.draft PATH`.",
     )
+
+
+NO_DUAL_CACHE = (
+    "this llama.cpp build cannot decode a block between cached positions (it lacks Sharpen's patch, "
+    "scripts/llama-cpp-patches), so the prefix cache is used instead of the dual cache"
+)
+
+
+class _Build:
+    """What a backend's probe found about this llama.cpp build (None: none has probed yet)."""
+
+    fills_gaps: bool | None = None
 
 
 # Tokenizers whose reference composes text to NFC before splitting it (Qwen2's, as Dream uses); llama.cpp
@@ -108,12 +119,11 @@ class LlamaDiffusionBackend:
         wanted = self.settings.cache
         if wanted == "none" or self._ctx.memory is None:  # llama.cpp keeps no KV cache for the file
             return "none"
-        if wanted == "dual" and not self._fills_gaps():
-            self.cache_note = (
-                "this llama.cpp build cannot decode a block between cached positions (it lacks Sharpen's "
-                "patch, scripts/llama-cpp-patches), so the prefix cache is used instead of the dual cache"
-            )
-            return "prefix"
+        if wanted == "dual":
+            _Build.fills_gaps = self._fills_gaps()
+            if not _Build.fills_gaps:
+                self.cache_note = NO_DUAL_CACHE
+                return "prefix"
         return wanted
 
     def _fills_gaps(self) -> bool:
@@ -233,12 +243,15 @@ class LlamaDiffusionBackend:
         return array.copy()
 
 
-@functools.cache
 def fills_gaps(probe_model: Path) -> bool:
-    """Whether this llama.cpp build runs the dual cache, probed once on a small cacheable file."""
-    return LlamaDiffusionBackend(probe_model, LlamaDiffusionSettings(n_ctx=64, n_gpu_layers=0)).cache_mode == "dual"
+    """Whether this llama.cpp build runs the dual cache: what a backend's probe found, or else a probe now
+    on `probe_model` (a small cacheable file)."""
+    if _Build.fills_gaps is None:
+        LlamaDiffusionBackend(probe_model, LlamaDiffusionSettings(n_ctx=64, n_gpu_layers=0))
+    return bool(_Build.fills_gaps)
 
 
-def runnable_cache(wanted: CacheMode, probe_model: Path) -> CacheMode:
-    """The cache a cacheable file would run with under `wanted` on this build: "dual" needs the patch."""
-    return "prefix" if wanted == "dual" and not fills_gaps(probe_model) else wanted
+def runnable_cache(wanted: CacheMode) -> CacheMode:
+    """The cache a cacheable file runs with under `wanted`, as far as known without loading a model:
+    "prefix" for "dual" once a probe has found this build without the patch."""
+    return "prefix" if wanted == "dual" and _Build.fills_gaps is False else wanted

@@ -11,6 +11,7 @@ import pytest
 from conftest import MASK_ID
 
 from engines.cancel import CancelToken
+from engines.diffusion import llama_backend
 from engines.diffusion.backend import CacheMode
 from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
@@ -183,9 +184,12 @@ def test_dual_cache_falls_back_to_prefix_on_a_llama_cpp_without_the_patch(
     """A llama.cpp built without scripts/llama-cpp-patches refuses the probe's batch; this one is built with
     it, so the refusal is stood in for here."""
     monkeypatch.setattr(LlamaDiffusionBackend, "_fills_gaps", lambda self: False)
+    monkeypatch.setattr(llama_backend._Build, "fills_gaps", None)  # what the stand-in probe records is undone
     backend = LlamaDiffusionBackend(tiny_cacheable_path, LlamaDiffusionSettings(cache="dual"))
     assert backend.cache_mode == "prefix"
     assert "lacks Sharpen's patch" in backend.cache_note
+    # What routing estimates with from then on, without loading a model of its own.
+    assert llama_backend.runnable_cache("dual") == "prefix" and llama_backend.runnable_cache("none") == "none"
 
 
 def test_the_probe_is_refused_where_causal_attention_keeps_the_check(tiny_cacheable_path: Path) -> None:
