@@ -33,6 +33,8 @@ from router.profile import load_profile
 Status = Literal["ok", "warn", "fail"]
 CHECKOUT = Path(__file__).resolve().parent.parent
 BOOTSTRAP = CHECKOUT / "scripts" / "bootstrap"
+# A cacheable draft file small enough to load in a moment, for the dual-cache probe.
+PROBE_MODEL = "sharpen-draft-mini"
 
 
 @dataclass(frozen=True)
@@ -113,8 +115,9 @@ def check_build(build: BuildInfo, cpu: CpuInfo) -> list[Finding]:
 
 
 def check_dual_cache(config: Config) -> Finding:
-    """Whether this llama.cpp build runs the dual cache: the backend's own probe, on the embedded draft model."""
-    available = fills_gaps(resolve_model(ModelsSection().draft).path)  # the embedded default, whatever is set
+    """Whether this llama.cpp build runs the dual cache: the backend's own probe, on the small drafter that
+    ships with Sharpen (an 11 MB file, whatever model is set)."""
+    available = fills_gaps(resolve_model(PROBE_MODEL).path)
     facts = {"dual_cache": available, "diffusion.cache": config.diffusion.cache}
     if available:
         detail = "this llama.cpp decodes a block between cached positions (scripts/llama-cpp-patches)"

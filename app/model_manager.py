@@ -12,10 +12,11 @@ from app.config import Config, ConfigError, read_raw, user_catalogue
 from app.paths import SharpenPaths
 from engines.diffusion.backend import CacheMode
 from engines.diffusion.llama_backend import check_diffusion_gguf, runnable_cache
+from models.adapted import AdaptedModel, adapted_model, adapter_info, current_merge, is_adapter, write_merge
 from models.catalogue import CatalogueEntry, ResolvedModel, catalogue, resolve_model
 from models.errors import ModelError, ModelFileError, UnknownModel, UnsupportedModel
 from models.fit import FitVerdict, Machine, check_fit, require_disk, require_fit, this_machine
-from models.gguf_info import inspect_gguf
+from models.gguf_info import GGUFInfo, inspect_gguf
 from models.gguf_twin import (
     TwinError,
     TwinProgress,
@@ -40,6 +41,8 @@ class ServedFile:
     path: Path
     cached: bool
     note: str
+    # A LoRA adapter llama.cpp applies to `path` at load (Sharpen's adapted drafters, models/adapted.py).
+    adapter: Path | None = None
 
 
 def size_on_disk(path: Path) -> int:
@@ -111,6 +114,21 @@ class ModelManager:
     def resolve(self, name: str) -> ResolvedModel:
         return resolve_model(name, self.catalogue())
 
+    def adapted(self, adapter: Path) -> AdaptedModel:
+        """An adapter GGUF with its base: the catalogue entry whose sha256 is the base's, its file
+        verified (hashed once per version of the file)."""
+        info = adapter_info(adapter)
+        candidates: dict[str, Path] = {}
+        for name, entry in self.catalogue().items():
+            if entry.sha256 == info.base_sha256 and not is_remote(entry.source):
+                with contextlib.suppress(ModelError):
+                    candidates[name] = self.resolve(name).path
+        return adapted_model(info, candidates, self.paths.data_dir / "adapters")
+
+    def gguf_info(self, path: Path) -> GGUFInfo:
+        """What a GGUF runs as: the file's own header, or for an adapter its base as the adapted model."""
+        return self.adapted(path).info if is_adapter(path) else inspect_gguf(path)
+
     def remote(self, name: str) -> RemoteSource | None:
         """The server behind a remote model (`openai:URL#MODEL`, or a catalogue entry with that source);
         None for a local one. A malformed source raises BadRemoteSource."""
@@ -161,7 +179,16 @@ class ModelManager:
             if is_checkpoint_folder(status.path):
                 info["file"] = inspect_checkpoint(status.path).summary()
             else:
-                info["file"] = inspect_gguf(status.path).summary()
+                info["file"] = self.gguf_info(status.path).summary()
+                if is_adapter(status.path):
+                    adapter = self.adapted(status.path)
+                    info["adapter"] = {
+                        "path": str(status.path),
+                        "base": str(adapter.base),
+                        "base_sha256": adapter.adapter.base_sha256,
+                        "rank": adapter.adapter.rank,
+                        "alpha": adapter.adapter.alpha,
+                    }
                 if status.entry.role == "draft":
                     served = self.served_file(status.path, write=False)
                     mode = self.runnable_cache() if served.cached else "none"
@@ -186,7 +213,7 @@ class ModelManager:
                 raise UnsupportedModel(path, "is a diffusion checkpoint", "Completions need an autoregressive GGUF.")
             inspect_checkpoint(path)
             return model
-        info = inspect_gguf(path)
+        info = self.gguf_info(path)
         if role == "draft":
             check_diffusion_gguf(info)
         elif info.is_diffusion:
@@ -249,7 +276,10 @@ class ModelManager:
     def served_file(self, path: Path, *, write: bool = True, progress: TwinProgress | None = None) -> ServedFile:
         """What a draft GGUF runs from: itself if llama.cpp keeps a KV cache for it; for llama.cpp's diffusion
         architectures (no KV cache) its cacheable twin in the data dir, written here if `write` (once per
-        version of the source); the native file with full re-decoding where there is no twin or no room."""
+        version of the source); the native file with full re-decoding where there is no twin or no room;
+        for an adapter, its base with the adapter applied (a ModelFileError if the base is missing)."""
+        if is_adapter(path):
+            return self._served_adapter(path, write)
         info = inspect_gguf(path)
         if not info.is_llama_cpp_diffusion:
             return ServedFile(path, info.is_cacheable_diffusion, "")
@@ -273,6 +303,24 @@ class ModelManager:
         except (OSError, ValueError) as error:
             return ServedFile(path, False, f"{full}: its cacheable copy could not be written ({error})")
         return ServedFile(served, True, f"{cached}: {served}")
+
+    def _served_adapter(self, path: Path, write: bool) -> ServedFile:
+        """An adapter runs from its base merged with it (written once, a pass costs half what applying the
+        LoRA at load does), or else from the base with the LoRA applied at load."""
+        adapted = self.adapted(path)
+        folder = self.paths.data_dir / "adapters"
+        merged, why = current_merge(adapted, folder), "its merged copy is written on first use"
+        if merged is None and write:
+            try:
+                merged = write_merge(adapted, folder)
+            except (ModelFileError, OSError, ValueError) as error:
+                why = f"its merged copy could not be written ({error})"
+        if merged is not None:
+            return ServedFile(
+                merged, True, f"{adapted.base.name} with the LoRA adapter {path.name} merged in: {merged}"
+            )
+        note = f"{adapted.base.name} made bidirectional, with the LoRA adapter {path.name} applied at load; {why}"
+        return ServedFile(adapted.base, True, note, adapter=path)
 
     def require_fit(self, entry: CatalogueEntry, *, action: str, override: str) -> None:
         if entry.needs_ram_gib or entry.needs_vram_gib:

@@ -35,7 +35,6 @@ from engines.options import options
 from engines.threads import available_cores
 from models.catalogue import ResolvedModel
 from models.errors import ModelError, UnsupportedModel
-from models.gguf_info import inspect_gguf
 from models.hf_checkpoint import inspect_checkpoint, is_checkpoint_folder
 from models.remote import RemoteSource, remote_api_key
 from router.calibration import QUICK, CalibrationCancelled, CalibrationSizes, Progress, calibrate
@@ -355,8 +354,8 @@ class SharpenService:
                     n_gpu_layers=self.config.ar.n_gpu_layers,
                     cache=section.cache,
                 )
-                served = self.models.served_file(model.path) if section.cache != "none" else None
-                backend = LlamaDiffusionBackend(served.path if served else model.path, settings)
+                served = self.models.served_file(model.path)
+                backend = LlamaDiffusionBackend(served.path, settings, adapter=served.adapter)
                 self._diffusion_engine = DiffusionEngine(backend, model.name)
             return self._diffusion_engine
 
@@ -453,7 +452,7 @@ class SharpenService:
                 checkpoint = inspect_checkpoint(model.path)
                 cache = section.cache if role == "draft" else "none"
                 return ModelSize(model.name, checkpoint.parameter_count, checkpoint.size_bytes, cache)
-            info = inspect_gguf(model.path)
+            info = self.models.gguf_info(model.path)
             cacheable = role == "draft" and self.models.served_file(model.path, write=False).cached
             cache = self.models.runnable_cache() if cacheable else "none"
             return ModelSize(model.name, info.n_parameters, info.file_size, cache)

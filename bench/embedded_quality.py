@@ -15,7 +15,10 @@ Each row's position puts its median log-perplexity between SmolLM2's own drafts 
 words (1); on topic is the share of drafts that name a word of the instruction's subject.
 
     .venv/bin/python bench/embedded_quality.py [--set templated|unseen] [--model GGUF] [--eos in_order|free|last]
-        [--spacing 3] [--prompts 20]
+        [--spacing 3] [--prompts 20] [--rows "K=N/4" ...]
+
+--model takes a diffusion GGUF or one of Sharpen's LoRA adapters (models/adapted.py), which runs on the
+embedded SmolLM2 file.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusio
 from engines.diffusion.settings import EOS_RULES, DiffusionSettings
 from engines.events import DiffusionStats, Done
 from engines.llama_ar import LlamaAREngine, LlamaSettings
+from models.adapted import adapter_info, is_adapter, verify_base
 from models.catalogue import resolve_model
 from models.training.data import is_held_out, load_pairs
 from models.training.open_prompts import open_instructions
@@ -92,7 +96,7 @@ def prompts_of(kind: str, count: int) -> list[tuple[str, tuple[str, ...]]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", type=Path, default=Path("models/embedded/sharpen-draft-q8_0.gguf"))
+    parser.add_argument("--model", type=Path, default=Path("models/embedded/sharpen-draft-lora.gguf"))
     parser.add_argument("--prompts", type=int, default=20)
     parser.add_argument("--set", dest="prompt_set", choices=("templated", "unseen"), default="templated")
     parser.add_argument(
@@ -104,13 +108,19 @@ def main() -> None:
     parser.add_argument(
         "--spacing", type=int, default=3, help="spacing of the K rows (Sharpen's default, diffusion.spacing, is 3)"
     )
+    parser.add_argument("--rows", nargs="+", default=None, help='only these rows, e.g. "K=N/4" "threshold 0.9"')
     args = parser.parse_args()
     eos = args.eos
     pairs = prompts_of(args.prompt_set, args.prompts)
     source = resolve_model("smollm2-135m-instruct").path
     ar = LlamaAREngine(source, "smollm2-135m-instruct", LlamaSettings(n_ctx=1024))
     scorer = llama_cpp.Llama(str(source), n_ctx=1024, n_batch=512, logits_all=True, verbose=False)
-    diffusion = DiffusionEngine(LlamaDiffusionBackend(args.model, LlamaDiffusionSettings(n_ctx=512)), "embedded")
+    if is_adapter(args.model):  # Sharpen's adapted drafter: the embedded AR file with the LoRA applied
+        verify_base(source, adapter_info(args.model))
+        backend = LlamaDiffusionBackend(source, LlamaDiffusionSettings(n_ctx=512), adapter=args.model)
+    else:
+        backend = LlamaDiffusionBackend(args.model, LlamaDiffusionSettings(n_ctx=512))
+    diffusion = DiffusionEngine(backend, "embedded")
     print(f"machine: {describe_machine()}")
     print(f"{len(pairs)} {args.prompt_set} instructions, {N}-token drafts, greedy, blocks of 32", end="; ")
     print("perplexity by SmolLM2-135M")
@@ -120,6 +130,11 @@ def main() -> None:
         for name, spacing in ((f"K=N/{divisor}", args.spacing), (f"K=N/{divisor} (ref)", 0)):
             variants[name] = DiffusionSettings.reference(steps=N // divisor, block_length=32, eos=eos, spacing=spacing)
     variants["threshold 0.9"] = DiffusionSettings.reference(threshold=0.9, block_length=32, eos=eos)
+    if args.rows:
+        unknown = set(args.rows) - set(variants)
+        if unknown:
+            parser.error(f"unknown rows {sorted(unknown)}; choose from {list(variants)}")
+        variants = {name: settings for name, settings in variants.items() if name in args.rows}
     names = [*variants, "SmolLM2 (AR)", "shuffled words"]
     scores: dict[str, list[float]] = {name: [] for name in names}
     repeats: dict[str, list[float]] = {name: [] for name in names}

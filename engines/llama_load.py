@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import llama_cpp
 
@@ -32,8 +33,16 @@ def use_threads(llama: llama_cpp.Llama, threads: int) -> None:
     llama_cpp.llama_set_n_threads(llama._ctx.ctx, threads, threads)
 
 
-def open_llama(info: GGUFInfo, shape: ContextShape, hint: str) -> llama_cpp.Llama:
-    """Load `info.path` with llama.cpp; `hint` ends the error message if llama.cpp refuses the file."""
+def open_llama(
+    info: GGUFInfo,
+    shape: ContextShape,
+    hint: str,
+    *,
+    lora: Path | None = None,
+    overrides: dict[str, bool | int | float | str] | None = None,
+) -> llama_cpp.Llama:
+    """Load `info.path` with llama.cpp; `hint` ends the error message if llama.cpp refuses the file.
+    `lora`: a LoRA adapter GGUF applied at load; `overrides`: metadata values read in place of the file's."""
     threads = threads_for(shape.n_threads)
     cpu_load()  # starts sampling other work's load, so the first request already knows it
     llama_log.install()
@@ -48,10 +57,11 @@ def open_llama(info: GGUFInfo, shape: ContextShape, hint: str) -> llama_cpp.Llam
             n_threads_batch=threads,
             n_gpu_layers=shape.n_gpu_layers if gpu_offload_available() else 0,
             seed=shape.seed,
+            lora_path=None if lora is None else str(lora),
+            kv_overrides=overrides,
             verbose=False,
         )
     except (ValueError, RuntimeError, OSError) as error:
         reasons = "; ".join(llama_log.recent_problems()[-3:]) or str(error)
-        raise ModelLoadError(
-            f"{info.path}: llama.cpp could not load this {info.architecture!r} model ({reasons}). {hint}"
-        ) from error
+        what = f"this {info.architecture!r} model" + ("" if lora is None else f" with the adapter {lora.name}")
+        raise ModelLoadError(f"{info.path}: llama.cpp could not load {what} ({reasons}). {hint}") from error

@@ -30,6 +30,7 @@ from engines.errors import EngineError
 from engines.llama_load import ContextShape, open_llama, use_threads
 from engines.messages import Instruction, plain_text
 from engines.threads import threads_for
+from models.adapted import adapter_info, base_as_diffusion
 from models.errors import UnsupportedModel
 from models.gguf_info import GGUFInfo, inspect_gguf
 
@@ -78,10 +79,18 @@ NFC_PRE_TOKENIZERS = frozenset({"qwen2"})
 class LlamaDiffusionBackend:
     backend = "llama.cpp"
 
-    def __init__(self, model_path: Path, settings: LlamaDiffusionSettings | None = None) -> None:
+    def __init__(
+        self, model_path: Path, settings: LlamaDiffusionSettings | None = None, adapter: Path | None = None
+    ) -> None:
+        """`adapter`: a LoRA adapter of Sharpen's (models/adapted.py) that makes the AR file `model_path`
+        a diffusion model, applied at load with the settings it names; the caller has verified the base."""
         self.settings = settings or LlamaDiffusionSettings()
         self.model_path = Path(model_path)
-        self.gguf = inspect_gguf(self.model_path)
+        self.adapter = adapter
+        if adapter is None:
+            self.gguf = inspect_gguf(self.model_path)
+        else:
+            self.gguf = base_as_diffusion(self.model_path, adapter_info(adapter))
         check_diffusion_gguf(self.gguf)
         self._llama = self._load()
         self._ctx = self._llama._ctx
@@ -113,7 +122,13 @@ class LlamaDiffusionBackend:
         settings = self.settings
         # Non-causal attention needs the whole decoded window in one micro-batch.
         shape = ContextShape(settings.n_ctx, settings.n_ctx, settings.n_ctx, settings.n_threads, settings.n_gpu_layers)
-        return open_llama(self.gguf, shape, "Check that this llama.cpp build supports the architecture.")
+        hint = "Check that this llama.cpp build supports the architecture."
+        if self.adapter is None:
+            return open_llama(self.gguf, shape, hint)
+        # Bidirectional from the start: llama.cpp sizes its batches and checks their positions by the
+        # attention the context was created with.
+        causal_off: dict[str, bool | int | float | str] = {f"{self.gguf.architecture}.attention.causal": False}
+        return open_llama(self.gguf, shape, hint, lora=self.adapter, overrides=causal_off)
 
     def _usable_cache(self) -> CacheMode:
         wanted = self.settings.cache

