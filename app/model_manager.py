@@ -123,7 +123,7 @@ class ModelManager:
             if entry.sha256 == info.base_sha256 and not is_remote(entry.source):
                 with contextlib.suppress(ModelError):
                     candidates[name] = self.resolve(name).path
-        return adapted_model(info, candidates, self.paths.data_dir / "adapters")
+        return adapted_model(info, candidates, self.adapters_dir)
 
     def gguf_info(self, path: Path) -> GGUFInfo:
         """What a GGUF runs as: the file's own header, or for an adapter its base as the adapted model."""
@@ -179,9 +179,9 @@ class ModelManager:
             if is_checkpoint_folder(status.path):
                 info["file"] = inspect_checkpoint(status.path).summary()
             else:
-                info["file"] = self.gguf_info(status.path).summary()
-                if is_adapter(status.path):
-                    adapter = self.adapted(status.path)
+                adapter = self.adapted(status.path) if is_adapter(status.path) else None
+                info["file"] = (adapter.info if adapter else inspect_gguf(status.path)).summary()
+                if adapter is not None:
                     info["adapter"] = {
                         "path": str(status.path),
                         "base": str(adapter.base),
@@ -268,6 +268,11 @@ class ModelManager:
     def twins_dir(self) -> Path:
         return self.paths.data_dir / "twins"
 
+    @property
+    def adapters_dir(self) -> Path:
+        """Adapters' verified bases and merged copies."""
+        return self.paths.data_dir / "adapters"
+
     def runnable_cache(self) -> CacheMode:
         """The cache a cacheable draft file runs with: diffusion.cache, less "dual" once a loaded model
         found this llama.cpp without Sharpen's patch (routing never loads a model to find out)."""
@@ -308,11 +313,10 @@ class ModelManager:
         """An adapter runs from its base merged with it (written once, a pass costs half what applying the
         LoRA at load does), or else from the base with the LoRA applied at load."""
         adapted = self.adapted(path)
-        folder = self.paths.data_dir / "adapters"
-        merged, why = current_merge(adapted, folder), "its merged copy is written on first use"
+        merged, why = current_merge(adapted, self.adapters_dir), "its merged copy is written on first use"
         if merged is None and write:
             try:
-                merged = write_merge(adapted, folder)
+                merged = write_merge(adapted, self.adapters_dir)
             except (ModelFileError, OSError, ValueError) as error:
                 why = f"its merged copy could not be written ({error})"
         if merged is not None:

