@@ -20,7 +20,7 @@ from typing import Any
 import tomli_w
 
 from app.atomic import write_atomic
-from engines.diffusion.backend import CacheMode
+from engines.diffusion.backend import CacheMode, KvChoice
 from engines.diffusion.settings import DiffusionSettings
 from engines.options import Check, at_least, between, from_options, not_empty, one_of, option, options, to_options
 from router.request import Policy, Quality
@@ -85,7 +85,13 @@ class DiffusionSection(DiffusionSettings):
     cache: CacheMode = option(
         "dual",
         "keys and values kept between passes where the model allows it: dual (before and after the block), "
-        "prefix (before it) or none (every pass decodes everything)",
+        "prefix (before it), none (every pass decodes everything), or block (block-causal attention: a pass "
+        "decodes its block alone, settled blocks are written once and never again)",
+    )
+    kv_type: KvChoice = option(
+        "auto",
+        "precision of the keys and values llama.cpp caches for drafts: auto (f32 below 1B parameters, f16 above), "
+        "f32 (exact to float rounding) or f16 (half the memory)",
     )
     # The torch backend (Hugging Face checkpoint folders as models.draft).
     device: str = option("auto", "torch device for checkpoint folders: auto, cpu, cuda or cuda:N", not_empty)

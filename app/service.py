@@ -34,6 +34,7 @@ from engines.messages import Instruction
 from engines.options import options
 from engines.threads import available_cores
 from models.catalogue import ResolvedModel
+from models.decoding import file_decoding
 from models.errors import ModelError, UnsupportedModel
 from models.hf_checkpoint import inspect_checkpoint, is_checkpoint_folder
 from models.remote import RemoteSource, remote_api_key
@@ -277,12 +278,14 @@ class SharpenService:
         name = self.config.models.draft.strip()
         entry = self.models.catalogue().get(name) if name else None
         if entry is None:
-            return {}
+            return file_decoding(Path(name).expanduser()) if name else {}
         decoding: dict[str, Any] = {}
         if entry.decoding_threshold:
             decoding["threshold"] = entry.decoding_threshold
         if entry.decoding_block_length:
             decoding["block_length"] = entry.decoding_block_length
+        if entry.decoding_sampler:
+            decoding["sampler"] = entry.decoding_sampler
         return decoding
 
     @functools.cached_property
@@ -353,6 +356,7 @@ class SharpenService:
                     n_threads=section.n_threads,
                     n_gpu_layers=self.config.ar.n_gpu_layers,
                     cache=section.cache,
+                    kv_type=section.kv_type,
                 )
                 served = self.models.served_file(model.path)
                 backend = LlamaDiffusionBackend(served.path, settings, adapter=served.adapter)

@@ -193,8 +193,8 @@ class _AgreementProbe:
         self.cache_mode = cached.cache_mode
         self.piece, self.decode = cached.piece, cached.decode
 
-    def reset(self, cache: bool = True) -> None:
-        self.cached.reset(cache)
+    def reset(self, cache: bool = True, block_length: int = 0, suffix: bool = False) -> CacheMode:
+        return self.cached.reset(cache, block_length, suffix)
 
     def logits(self, sequence: np.ndarray, start: int, end: int, stable: int) -> np.ndarray:
         answer = self.cached.logits(sequence, start, end, stable)

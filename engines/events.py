@@ -97,8 +97,10 @@ class DiffusionStats:
     skipped_steps: tuple[int, ...] = ()
     # Why a backend that keeps a cache computed every pass in full ("" when it used it, or has none).
     uncached_because: str = ""
-    # The cache the passes used: none, prefix or dual (engines.diffusion.backend.CacheMode).
+    # The cache the passes used: none, prefix, dual or block (engines.diffusion.backend.CacheMode).
     cache: str = "none"
+    # Why the cache differs from the one configured, or what it could not see ("" when nothing to say).
+    cache_note: str = ""
 
     @property
     def ms_per_pass(self) -> float:
@@ -121,6 +123,7 @@ class DiffusionStats:
             "skipped_steps": list(self.skipped_steps),
             "cache": self.cache,
             "uncached_because": self.uncached_because,
+            "cache_note": self.cache_note,
             "timings": {
                 "total_ms": round(self.total_s * 1000, 2),
                 "ms_per_pass": round(self.ms_per_pass, 2),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import llama_cpp
 
@@ -11,6 +12,9 @@ from engines import llama_log
 from engines.errors import ModelLoadError
 from engines.threads import cpu_load, threads_for
 from models.gguf_info import GGUFInfo
+
+KvType = Literal["f16", "f32"]
+GGML_TYPES: dict[KvType, int] = {"f32": 0, "f16": 1}  # ggml_type
 
 
 @dataclass(frozen=True)
@@ -21,6 +25,8 @@ class ContextShape:
     n_threads: int = 0  # 0: engines.threads chooses per call
     n_gpu_layers: int = -1  # -1: every layer, where this build can offload at all
     seed: int = 0
+    # The keys and values the cache keeps: llama.cpp's default f16, or f32 (exact to float rounding).
+    kv_type: KvType = "f16"
 
 
 def gpu_offload_available() -> bool:
@@ -59,6 +65,8 @@ def open_llama(
             seed=shape.seed,
             lora_path=None if lora is None else str(lora),
             kv_overrides=overrides,
+            type_k=GGML_TYPES[shape.kv_type],
+            type_v=GGML_TYPES[shape.kv_type],
             verbose=False,
         )
     except (ValueError, RuntimeError, OSError) as error:

@@ -52,6 +52,9 @@ class CatalogueEntry:
     # for real instruct models (0 and 0: the built-in defaults, fixed steps with spacing).
     decoding_threshold: float = 0.0
     decoding_block_length: int = 0
+    # The decoding loop of the model's authors, for the block-causal models (DiffusionSettings.sampler,
+    # which checks the name when a draft runs): "sdar" or "fast_dllm_v2"; "" is Sharpen's own.
+    decoding_sampler: str = ""
     # How its 128-token drafts read on instructions of kinds and subjects it never saw, at K = N/4
     # (bench/embedded_quality.py --set unseen): their median log-perplexity placed between the embedded
     # AR model's own drafts (0) and the same words shuffled (1). -1: not measured.

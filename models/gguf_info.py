@@ -10,6 +10,11 @@ from gguf import LlamaFileType
 
 from models.gguf_header import ArraySummary, GGUFHeader, read_gguf_header
 
+# Sharpen's metadata keys for a model trained block-causally: its block length, and its authors' decoding
+# loop and confidence threshold (the draft defaults where the user set none).
+BLOCK_CAUSAL_KEY = "diffusion.block_causal_length"
+DECODING_SAMPLER_KEY = "diffusion.decoding.sampler"
+DECODING_THRESHOLD_KEY = "diffusion.decoding.threshold"
 # Architectures that llama.cpp marks as diffusion (llama_model_is_diffusion) in the version we pin.
 LLAMA_CPP_DIFFUSION_ARCHITECTURES = frozenset({"dream", "llada", "llada-moe", "rnd1"})
 
@@ -44,6 +49,11 @@ class GGUFInfo:
     causal_attention: bool | None
     # The tokenizer's pre-tokenizer ("qwen2" for Dream): Qwen2's tokenizer composes text to NFC first.
     tokenizer_pre: str | None = None
+    # Trained block-causally (SDAR, Fast-dLLM v2; BLOCK_CAUSAL_KEY): bidirectional inside aligned blocks of
+    # this many positions, causal across them. 0: trained with full attention.
+    block_causal_length: int = 0
+    decoding_sampler: str = ""
+    decoding_threshold: float = 0.0
 
     @property
     def is_llama_cpp_diffusion(self) -> bool:
@@ -128,6 +138,9 @@ def info_from_header(header: GGUFHeader) -> GGUFInfo:
         shift_logits=True if shift is None else bool(shift),
         causal_attention=None if causal is None else bool(causal),
         tokenizer_pre=meta.get("tokenizer.ggml.pre") or None,
+        block_causal_length=_int_or_none(meta.get(BLOCK_CAUSAL_KEY)) or 0,
+        decoding_sampler=str(meta.get(DECODING_SAMPLER_KEY) or ""),
+        decoding_threshold=round(float(meta.get(DECODING_THRESHOLD_KEY) or 0.0), 6),  # stored as float32
     )
 
 

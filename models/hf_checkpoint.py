@@ -1,4 +1,5 @@
-"""Hugging Face diffusion checkpoints (LLaDA, Dream): recognise a folder, check it, say what it needs.
+"""Hugging Face diffusion checkpoints (LLaDA, Dream, SDAR, Fast-dLLM v2): recognise a folder, check it, say
+what it needs.
 
 Torch-free: the architecture comes from config.json and the tensors from the safetensors headers (an
 8-byte length and a JSON table), so `sharpen inspect FOLDER` answers without loading a single weight.
@@ -27,9 +28,9 @@ class CheckpointError(ModelFileError):
 
 @dataclass(frozen=True)
 class TransformerSpec:
-    """The shape of a bidirectional LLaMA-family transformer, whatever the checkpoint called its fields."""
+    """The shape of a LLaMA-family diffusion transformer, whatever the checkpoint called its fields."""
 
-    architecture: str  # "llada" | "dream"
+    architecture: str  # "llada" | "dream" | "sdar" | "fast_dllm_v2"
     vocab_size: int
     width: int
     layers: int
@@ -51,10 +52,23 @@ class TransformerSpec:
     logit_scale: float = 1.0
     # LLaDA's rope_full_precision: queries and keys rotated in fp32 whatever the compute dtype.
     rope_fp32: bool = False
+    # Qwen3's head_dim (SDAR): the width of one attention head where it is not width // heads; 0 if it is.
+    explicit_head_dim: int = 0
+    # Qwen3's per-head RMSNorm of queries and keys, after their projections and before rotary (SDAR).
+    qk_norm: bool = False
+    # Trained block-causally (SDAR, Fast-dLLM v2): attention is bidirectional inside aligned blocks of this
+    # many positions and causal across them, so a settled block's keys and values are final (the "block"
+    # cache is exact). 0: bidirectional attention (LLaDA, Dream).
+    block_causal_length: int = 0
 
     @property
     def head_dim(self) -> int:
-        return self.width // self.heads
+        return self.explicit_head_dim or self.width // self.heads
+
+    @property
+    def attention_width(self) -> int:
+        """The queries' width (heads x head_dim): the model's width unless head_dim is explicit."""
+        return self.heads * self.head_dim
 
 
 @dataclass(frozen=True)
@@ -115,6 +129,7 @@ class CheckpointInfo:
             "context_length": self.spec.context_length,
             "mask_token_id": self.spec.mask_token_id,
             "shift_logits": self.spec.shift_logits,
+            "block_causal_length": self.spec.block_causal_length,
             "files": len(self.files),
             "memory_gib": {
                 name: round(memory.total(name, self.spec.context_length) / gib, 2) for name in memory.weights
@@ -149,6 +164,10 @@ def _architecture(config: dict[str, Any]) -> str | None:
         return "llada"
     if model_type == "dream" or any(n.startswith("dream") for n in names):
         return "dream"
+    if model_type == "sdar" or any(n.startswith("sdar") and "moe" not in n for n in names):
+        return "sdar"
+    if "fast_dllm" in model_type or any("fast_dllm" in n for n in names):
+        return "fast_dllm_v2"
     return None
 
 
@@ -172,6 +191,18 @@ DREAM_MUST_BE: dict[str, tuple[Any, ...]] = {
     "hidden_act": ("silu",),
     "rope_scaling": (None,),
     "use_sliding_window": (False,),
+}
+# SDAR is Qwen3's computation (modeling_sdar.py): attention_bias would add biases to q, k, v and o.
+SDAR_MUST_BE: dict[str, tuple[Any, ...]] = DREAM_MUST_BE | {"attention_bias": (False,)}
+# Fast-dLLM v2 is Qwen2.5's computation (QKV biases always) with block-causal attention.
+FAST_DLLM_V2_MUST_BE: dict[str, tuple[Any, ...]] = DREAM_MUST_BE
+
+# The block-causal models' own mask tokens, looked up by their text in the checkpoint's tokenizer, with the
+# released checkpoints' ids where the tokenizer does not list them; and the config key of their block length.
+BLOCK_MODELS: dict[str, tuple[tuple[str, ...], int, str, int]] = {
+    # architecture: (mask texts, fallback mask id, block length key, its default)
+    "sdar": (("<|MASK|>", "<MASK>"), 151669, "block_size", 4),
+    "fast_dllm_v2": (("|<MASK>|",), 151665, "bd_size", 32),
 }
 
 
@@ -208,70 +239,127 @@ def _refuse_unsupported(
             )
 
 
-def spec_from_config(config: dict[str, Any], path: Path) -> TransformerSpec:
+def added_token_ids(folder: Path) -> dict[str, int]:
+    """Text -> id of the tokens a checkpoint's tokenizer adds (tokenizer.json's added_tokens and
+    tokenizer_config.json's added_tokens_decoder); empty where neither file is there or readable."""
+    found: dict[str, int] = {}
+    for name, key in (("tokenizer.json", "added_tokens"), ("tokenizer_config.json", "added_tokens_decoder")):
+        try:
+            table = json.loads((folder / name).read_text(encoding="utf-8")).get(key) or {}
+        except (OSError, json.JSONDecodeError, AttributeError):
+            continue
+        entries = table.items() if isinstance(table, dict) else ((entry.get("id"), entry) for entry in table)
+        for token_id, entry in entries:
+            if isinstance(entry, dict) and isinstance(entry.get("content"), str) and token_id is not None:
+                found.setdefault(entry["content"], int(token_id))
+    return found
+
+
+def _block_model_mask(config: dict[str, Any], architecture: str, added: dict[str, int]) -> int:
+    texts, fallback, _, _ = BLOCK_MODELS[architecture]
+    if config.get("mask_token_id") is not None:
+        return int(config["mask_token_id"])
+    return next((added[text] for text in texts if text in added), fallback)
+
+
+def spec_from_config(config: dict[str, Any], path: Path, added_tokens: dict[str, int] | None = None) -> TransformerSpec:
+    """The spec config.json describes. `added_tokens` (text -> id): the tokenizer's added tokens, where a
+    block-causal model's mask token is looked up by its text; read from `path` when not given."""
     architecture = _architecture(config)
     if architecture is None:
         found = config.get("architectures") or config.get("model_type") or "nothing"
         raise UnsupportedModel(
             path,
-            f"is not a LLaDA or Dream checkpoint (config.json names {found})",
-            "The torch backend serves LLaDA and Dream checkpoints; other diffusion models need a GGUF.",
+            f"is not a LLaDA or Dream checkpoint, nor an SDAR or Fast-dLLM v2 one (config.json names {found})",
+            "The torch backend serves LLaDA, Dream, SDAR and Fast-dLLM v2 checkpoints; other diffusion models "
+            "need a GGUF.",
         )
     if architecture == "llada":
-        _refuse_unsupported(config, path, LLADA_MUST_BE, LLADA_DEFAULTS)
-        heads = int(_require(config, path, "n_heads"))
-        width = int(_require(config, path, "d_model"))
-        spec = TransformerSpec(
-            architecture="llada",
-            vocab_size=int(_require(config, path, "embedding_size", "vocab_size")),
-            width=width,
-            layers=int(_require(config, path, "n_layers")),
-            heads=heads,
-            kv_heads=int(config.get("n_kv_heads") or heads),
-            ffn=int(
-                config.get("mlp_hidden_size") or width * int(_require(config, path, "mlp_hidden_size", "mlp_ratio"))
-            ),
-            rope_theta=float(config.get("rope_theta", 10000.0)),
-            norm_eps=float(config.get("rms_norm_eps", 1e-5)),
-            qkv_bias=bool(config.get("include_qkv_bias")),
-            tied_output=bool(config.get("weight_tying", LLADA_DEFAULTS["weight_tying"])),
-            shift_logits=False,
-            mask_token_id=int(config.get("mask_token_id", 126336)),
-            context_length=int(config.get("max_sequence_length", 4096)),
-            eos_token_ids=_as_ids(config.get("eos_token_id")),
-            rope_fp32=bool(config.get("rope_full_precision", LLADA_DEFAULTS["rope_full_precision"])),
-            embedding_scale=width**0.5 if config.get("input_emb_norm") else 1.0,
-            logit_scale=1 / width**0.5 if config.get("scale_logits") else 1.0,
-        )
-    else:
+        spec = _llada_spec(config, path)
+    elif architecture == "dream":
         _refuse_unsupported(config, path, DREAM_MUST_BE)
-        heads = int(_require(config, path, "num_attention_heads"))
-        spec = TransformerSpec(
+        spec = _qwen_spec(
+            config,
+            path,
             architecture="dream",
-            vocab_size=int(_require(config, path, "vocab_size")),
-            width=int(_require(config, path, "hidden_size")),
-            layers=int(_require(config, path, "num_hidden_layers")),
-            heads=heads,
-            kv_heads=int(config.get("num_key_value_heads") or heads),
-            ffn=int(_require(config, path, "intermediate_size")),
-            rope_theta=float(config.get("rope_theta", 10000.0)),
-            norm_eps=float(config.get("rms_norm_eps", 1e-6)),
             qkv_bias=True,
-            tied_output=bool(config.get("tie_word_embeddings", False)),
             shift_logits=True,
             mask_token_id=int(_require(config, path, "mask_token_id")),
-            context_length=int(config.get("max_position_embeddings", 4096)),
-            eos_token_ids=_as_ids(config.get("eos_token_id")),
         )
-    if spec.width % spec.heads or spec.heads % spec.kv_heads or spec.head_dim % 2:
+    else:
+        sdar = architecture == "sdar"
+        _refuse_unsupported(config, path, SDAR_MUST_BE if sdar else FAST_DLLM_V2_MUST_BE)
+        added = added_token_ids(path) if added_tokens is None else added_tokens
+        _, _, block_key, block_default = BLOCK_MODELS[architecture]
+        spec = _qwen_spec(
+            config,
+            path,
+            architecture=architecture,
+            qkv_bias=not sdar,
+            shift_logits=not sdar,  # Fast-dLLM v2 keeps its AR base's next-token rows; SDAR predicts in place
+            mask_token_id=_block_model_mask(config, architecture, added),
+            qk_norm=sdar,
+            # Qwen3 reads head_dim from the config, and so does the Qwen2 code Fast-dLLM v2 runs (Dream's
+            # does not: it divides the width).
+            explicit_head_dim=int(config.get("head_dim") or 0),
+            block_causal_length=int(config.get(block_key) or block_default),
+        )
+    explicit = spec.explicit_head_dim
+    if (not explicit and spec.width % spec.heads) or spec.heads % spec.kv_heads or spec.head_dim % 2:
         raise CheckpointError(
             path,
-            f"config.json's shape does not add up (width {spec.width}, {spec.heads} heads, {spec.kv_heads} kv heads)",
+            f"config.json's shape does not add up (width {spec.width}, {spec.heads} heads, {spec.kv_heads} kv heads"
+            + (f", head_dim {explicit})" if explicit else ")"),
             "The config is corrupt or from another model.",
         )
     if not 0 <= spec.mask_token_id < spec.vocab_size:
         raise CheckpointError(path, f"mask_token_id {spec.mask_token_id} is outside the vocabulary ({spec.vocab_size})")
     return spec
+
+
+def _llada_spec(config: dict[str, Any], path: Path) -> TransformerSpec:
+    _refuse_unsupported(config, path, LLADA_MUST_BE, LLADA_DEFAULTS)
+    heads = int(_require(config, path, "n_heads"))
+    width = int(_require(config, path, "d_model"))
+    return TransformerSpec(
+        architecture="llada",
+        vocab_size=int(_require(config, path, "embedding_size", "vocab_size")),
+        width=width,
+        layers=int(_require(config, path, "n_layers")),
+        heads=heads,
+        kv_heads=int(config.get("n_kv_heads") or heads),
+        ffn=int(config.get("mlp_hidden_size") or width * int(_require(config, path, "mlp_hidden_size", "mlp_ratio"))),
+        rope_theta=float(config.get("rope_theta", 10000.0)),
+        norm_eps=float(config.get("rms_norm_eps", 1e-5)),
+        qkv_bias=bool(config.get("include_qkv_bias")),
+        tied_output=bool(config.get("weight_tying", LLADA_DEFAULTS["weight_tying"])),
+        shift_logits=False,
+        mask_token_id=int(config.get("mask_token_id", 126336)),
+        context_length=int(config.get("max_sequence_length", 4096)),
+        eos_token_ids=_as_ids(config.get("eos_token_id")),
+        rope_fp32=bool(config.get("rope_full_precision", LLADA_DEFAULTS["rope_full_precision"])),
+        embedding_scale=width**0.5 if config.get("input_emb_norm") else 1.0,
+        logit_scale=1 / width**0.5 if config.get("scale_logits") else 1.0,
+    )
+
+
+def _qwen_spec(config: dict[str, Any], path: Path, **switches: Any) -> TransformerSpec:
+    """The Qwen-family config keys (Dream, SDAR, Fast-dLLM v2) plus what the architecture fixes."""
+    heads = int(_require(config, path, "num_attention_heads"))
+    return TransformerSpec(
+        vocab_size=int(_require(config, path, "vocab_size")),
+        width=int(_require(config, path, "hidden_size")),
+        layers=int(_require(config, path, "num_hidden_layers")),
+        heads=heads,
+        kv_heads=int(config.get("num_key_value_heads") or heads),
+        ffn=int(_require(config, path, "intermediate_size")),
+        rope_theta=float(config.get("rope_theta", 10000.0)),
+        norm_eps=float(config.get("rms_norm_eps", 1e-6)),
+        tied_output=bool(config.get("tie_word_embeddings", False)),
+        context_length=int(config.get("max_position_embeddings", 4096)),
+        eos_token_ids=_as_ids(config.get("eos_token_id")),
+        **switches,
+    )
 
 
 # ----- tensor names ------------------------------------------------------------------------------
@@ -324,18 +412,23 @@ def expected_tensors(spec: TransformerSpec) -> dict[str, tuple[str, tuple[int, .
             "attention.k.bias": "self_attn.k_proj.bias",
             "attention.v.bias": "self_attn.v_proj.bias",
         }
+        if spec.qk_norm:
+            layer_names["attention.q_norm.weight"] = "self_attn.q_norm.weight"
+            layer_names["attention.k_norm.weight"] = "self_attn.k_norm.weight"
         layer_prefix = "model.layers"
     shapes = {
         "attn_norm.weight": (spec.width,),
-        "attention.q.weight": (spec.width, spec.width),
+        "attention.q.weight": (spec.attention_width, spec.width),
         "attention.k.weight": (kv_width, spec.width),
         "attention.v.weight": (kv_width, spec.width),
-        "attention.o.weight": (spec.width, spec.width),
+        "attention.o.weight": (spec.width, spec.attention_width),
+        "attention.q_norm.weight": (spec.head_dim,),
+        "attention.k_norm.weight": (spec.head_dim,),
         "ffn_norm.weight": (spec.width,),
         "gate.weight": (spec.ffn, spec.width),
         "up.weight": (spec.ffn, spec.width),
         "down.weight": (spec.width, spec.ffn),
-        "attention.q.bias": (spec.width,),
+        "attention.q.bias": (spec.attention_width,),
         "attention.k.bias": (kv_width,),
         "attention.v.bias": (kv_width,),
     }
@@ -363,10 +456,13 @@ def estimate_memory(spec: TransformerSpec) -> MemoryEstimate:
     the norms stay in the compute dtype (bf16 beside quantized layers, as bitsandbytes users run them).
     """
     kv_width = spec.kv_heads * spec.head_dim
-    linear = spec.layers * (2 * spec.width * spec.width + 2 * kv_width * spec.width + 3 * spec.ffn * spec.width)
+    attention = 2 * spec.attention_width * spec.width + 2 * kv_width * spec.width
+    linear = spec.layers * (attention + 3 * spec.ffn * spec.width)
     other = spec.vocab_size * spec.width * (1 if spec.tied_output else 2) + spec.layers * 2 * spec.width + spec.width
     if spec.qkv_bias:
-        other += spec.layers * (spec.width + 2 * kv_width)
+        other += spec.layers * (spec.attention_width + 2 * kv_width)
+    if spec.qk_norm:
+        other += spec.layers * 2 * spec.head_dim
     weights = {
         "fp32": 4 * (linear + other),
         "bf16": 2 * (linear + other),

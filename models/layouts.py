@@ -32,6 +32,8 @@ GGUF_BLOCK_NAMES = {
     "attention.q.bias": "attn_q.bias",
     "attention.k.bias": "attn_k.bias",
     "attention.v.bias": "attn_v.bias",
+    "attention.q_norm.weight": "attn_q_norm.weight",
+    "attention.k_norm.weight": "attn_k_norm.weight",
     "ffn_norm.weight": "ffn_norm.weight",
     "gate.weight": "ffn_gate.weight",
     "up.weight": "ffn_up.weight",

@@ -1,12 +1,15 @@
-"""LLaDA and Dream in plain torch: a bidirectional LLaMA-family transformer with an optional KV context.
+"""LLaDA, Dream, SDAR and Fast-dLLM v2 in plain torch: a LLaMA-family transformer with an optional KV context.
 
 One implementation both serves (the torch backend, engines/diffusion/hf) and trains (Sharpen's own
 embedded model, models/training), so what is trained is exactly what is served.
 
-Both architectures are the same computation with different switches (TransformerSpec): RMSNorm,
-rotary embeddings in the Hugging Face layout (rotate_half), attention with no causal mask and optional
-grouped KV heads, SwiGLU, an output layer. Dream adds QKV biases and shifts its logits (the backend
-handles the shift). No remote code is run: the weights load by name into these modules.
+All four architectures are the same computation with different switches (TransformerSpec): RMSNorm,
+rotary embeddings in the Hugging Face layout (rotate_half), attention with optional grouped KV heads,
+SwiGLU, an output layer. Dream and Fast-dLLM v2 add QKV biases and shift their logits (the backend handles
+the shift); SDAR (Qwen3) normalises each head's queries and keys and may give heads a width of their own.
+LLaDA and Dream attend bidirectionally; SDAR and Fast-dLLM v2 were trained block-causally, which the
+caller asks for with `mask` or by decoding block by block against the keys and values before the block.
+No remote code is run: the weights load by name into these modules.
 
 `forward` can attend to extra keys and values computed earlier (`context`): that is how the backend's
 prefix and dual caches skip recomputing the positions that do not change within a block.
@@ -21,6 +24,16 @@ from torch import nn
 from torch.nn import functional as F
 
 from models.hf_checkpoint import TransformerSpec
+
+# Which keys each query may attend to (True: may); None is full, bidirectional attention.
+Mask = torch.Tensor | None
+
+
+def block_causal_mask(length: int, block_length: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """Block-causal attention over positions 0..length-1 (SDAR, Fast-dLLM v2): a query sees every key of
+    its own aligned block and of the blocks before it, none after."""
+    block = torch.arange(length, device=device) // block_length
+    return block[None, :] <= block[:, None]
 
 
 @dataclass
@@ -77,18 +90,22 @@ class Attention(nn.Module):
         self.heads, self.kv_heads, self.head_dim = spec.heads, spec.kv_heads, spec.head_dim
         self.rope_fp32 = spec.rope_fp32
         kv_width = spec.kv_heads * spec.head_dim
-        self.q = nn.Linear(spec.width, spec.width, bias=spec.qkv_bias)
+        self.q = nn.Linear(spec.width, spec.attention_width, bias=spec.qkv_bias)
         self.k = nn.Linear(spec.width, kv_width, bias=spec.qkv_bias)
         self.v = nn.Linear(spec.width, kv_width, bias=spec.qkv_bias)
-        self.o = nn.Linear(spec.width, spec.width, bias=False)
+        self.o = nn.Linear(spec.attention_width, spec.width, bias=False)
+        self.q_norm = RMSNorm(spec.head_dim, spec.norm_eps) if spec.qk_norm else None
+        self.k_norm = RMSNorm(spec.head_dim, spec.norm_eps) if spec.qk_norm else None
 
     def forward(
-        self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, context: LayerKV | None
+        self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, context: LayerKV | None, mask: Mask = None
     ) -> tuple[torch.Tensor, LayerKV]:
         batch, length = h.shape[:2]
         q = self.q(h).view(batch, length, self.heads, self.head_dim).transpose(1, 2)
         k = self.k(h).view(batch, length, self.kv_heads, self.head_dim).transpose(1, 2)
         v = self.v(h).view(batch, length, self.kv_heads, self.head_dim).transpose(1, 2)
+        if self.q_norm is not None and self.k_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
         if self.rope_fp32:
             q, k = (
                 rotate(q.float(), cos.float(), sin.float()).to(q.dtype),
@@ -98,10 +115,10 @@ class Attention(nn.Module):
             q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         own = LayerKV(k, v)
         if context is not None:
-            # Attention has no mask, so where the cached positions sit in the key list does not matter.
+            # Without a mask, where the cached positions sit in the key list does not matter.
             k = torch.cat((context.keys, k), dim=2)
             v = torch.cat((context.values, v), dim=2)
-        attended = F.scaled_dot_product_attention(q, k, v, enable_gqa=self.kv_heads != self.heads)
+        attended = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.kv_heads != self.heads)
         return self.o(attended.transpose(1, 2).reshape(batch, length, -1)), own
 
 
@@ -116,9 +133,9 @@ class Block(nn.Module):
         self.down = nn.Linear(spec.ffn, spec.width, bias=False)
 
     def forward(
-        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, context: LayerKV | None
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, context: LayerKV | None, mask: Mask = None
     ) -> tuple[torch.Tensor, LayerKV]:
-        attended, own = self.attention(self.attn_norm(x), cos, sin, context)
+        attended, own = self.attention(self.attn_norm(x), cos, sin, context, mask)
         x = x + attended
         h = self.ffn_norm(x)
         return x + self.down(F.silu(self.gate(h)) * self.up(h)), own
@@ -140,10 +157,11 @@ class DiffusionTransformer(nn.Module):
         tokens: torch.Tensor,
         positions: torch.Tensor,
         context: list[LayerKV] | None = None,
+        mask: Mask = None,
     ) -> tuple[torch.Tensor, list[LayerKV]]:
         """Hidden states (batch, n, width) for `tokens` (batch, n) at `positions` (n,), and each layer's own
         keys and values. With `context` (batch 1), every layer also attends to those earlier-computed keys
-        and values."""
+        and values. `mask` (n, keys), True where a query may attend to a key: none is full attention."""
         x = self.embed(tokens)
         if self.spec.embedding_scale != 1.0:
             x = x * self.spec.embedding_scale
@@ -151,7 +169,7 @@ class DiffusionTransformer(nn.Module):
         cos, sin = cos.to(x.device), sin.to(x.device)
         computed: list[LayerKV] = []
         for index, block in enumerate(self.blocks):
-            x, own = block(x, cos, sin, None if context is None else context[index])
+            x, own = block(x, cos, sin, None if context is None else context[index], mask)
             computed.append(own)
         return x, computed
 

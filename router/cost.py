@@ -4,7 +4,8 @@ AR: prompt evaluation + N x time per token. Diffusion: K(N, settings) passes, ea
 part plus a part per position decoded. With a cache and blocks, each block's first pass decodes the
 whole sequence; its later passes decode from the block to the end (prefix cache: the prompt and the
 finished blocks stay cached) or the block alone (dual cache: what follows the block stays cached too).
-Without one, every pass decodes prompt + canvas + suffix.
+Without one, every pass decodes prompt + canvas + suffix. Block-causal attention ("block") decodes
+each block alone, and each settled block once more in a clean pass that writes its final keys and values.
 """
 
 from __future__ import annotations
@@ -56,26 +57,53 @@ def estimate_diffusion(
     n: int, prompt_tokens: int, suffix_tokens: int, plan: DiffusionPlan, costs: DiffusionCosts
 ) -> Estimate:
     passes = passes_for(n, plan, costs)
-    if costs.cache in ("prefix", "dual") and plan.schedule == "blocks":
+    # Block-causal attention cannot see text after the draft: such a draft runs the dual cache instead.
+    cache = "dual" if costs.cache == "block" and suffix_tokens else costs.cache
+    if cache == "block" and plan.schedule == "blocks":
+        return _estimate_block_causal(n, prompt_tokens, plan, costs, passes)
+    if cache in ("prefix", "dual") and plan.schedule == "blocks":
         n_blocks = math.ceil(n / plan.block_length)
         # Block b's later passes decode the block alone (dual) or from its start to the end (prefix). Its
         # share of the passes is taken as its share of the tokens (a short last block is done in a pass or
         # two), which also keeps the estimate from dropping when one more token opens a new block.
         sizes = [min(plan.block_length, n - b * plan.block_length) for b in range(n_blocks)]
-        if costs.cache == "dual":
+        if cache == "dual":
             window = sum(size * size for size in sizes) / n
         else:
             window = suffix_tokens + sum(size * (n - b * plan.block_length) for b, size in enumerate(sizes)) / n
         # Each block's first pass decodes the whole sequence and fills the cache (Fast-dLLM).
         full = n_blocks * pass_seconds(prompt_tokens + n + suffix_tokens, costs)
         seconds = full + max(0, passes - n_blocks) * pass_seconds(window, costs)
-        how = f"{costs.cache} cache"
+        how = f"{cache} cache"
     else:
         window = prompt_tokens + n + suffix_tokens
         seconds = passes * pass_seconds(window, costs)
         how = "every pass re-decodes the whole sequence"
     ms = pass_seconds(window, costs) * 1000
     detail = f"{passes} passes x {ms:.0f} ms over ~{window:.0f} positions, {how}"
+    return Estimate("diffusion", seconds, detail)
+
+
+def _estimate_block_causal(
+    n: int, prompt_tokens: int, plan: DiffusionPlan, costs: DiffusionCosts, passes: int
+) -> Estimate:
+    """Blocks aligned from the sequence's start: the prompt's whole blocks and every block but the last
+    are written once by a clean pass of `block_length` rows; a refining pass decodes its block alone (the
+    first holds the prompt's last tokens too), and nothing is ever decoded again."""
+    block = plan.block_length
+    prompt_blocks = prompt_tokens // block
+    windows = math.ceil((prompt_tokens + n) / block) - prompt_blocks
+    # A pass commits at least one token, and every block takes one; each decodes a whole block (a short
+    # last one too: slightly more than it costs, so a longer draft is never estimated cheaper).
+    passes = max(windows, min(passes, n))
+    rows = min(block, prompt_tokens % block + n)
+    clean = prompt_blocks + windows - 1
+    seconds = clean * pass_seconds(block, costs) + passes * pass_seconds(rows, costs)
+    ms = pass_seconds(rows, costs) * 1000
+    detail = (
+        f"{passes} passes x {ms:.0f} ms over ~{rows:.0f} positions + {clean} clean passes of {block}, "
+        "block-causal cache"
+    )
     return Estimate("diffusion", seconds, detail)
 
 

@@ -1,10 +1,14 @@
-"""Tiny Hugging Face checkpoints in the real LLaDA and Dream layouts, written at test time.
+"""Tiny Hugging Face checkpoints in the real LLaDA, Dream, SDAR and Fast-dLLM v2 layouts, written at test time.
 
 Same shapes and tokenizer as the tiny GGUFs (SmolLM2's vocabulary, 2 layers, width 64), weights under the
 names the real checkpoints use, a real config.json, a tokenizer.json built from SmolLM2's vocabulary and
 merges, and a tokenizer_config.json with its chat template. `export_gguf` writes the same weights as a
 llama.cpp GGUF (LLaDA: q and k rows permuted into ggml's rope layout, as llama.cpp's converter does;
 models/layouts.py).
+
+SDAR (Qwen3: per-head q and k norms, heads of an explicit head_dim wider than width // heads, no biases,
+an untied lm_head) and Fast-dLLM v2 (Qwen2.5: QKV biases, tied embeddings) carry their mask token as the
+real ones do, by its text in the tokenizer: token MASK_ID is renamed to it (`<|MASK|>`, `|<MASK>|`).
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ from safetensors.numpy import save_file
 from models.layouts import to_gguf
 
 MASK_ID = 16
-KV_HEADS_DREAM = 2  # Dream uses grouped KV heads; the fixture does too
+KV_HEADS_DREAM = 2  # Dream uses grouped KV heads; the fixture does too (and SDAR's and Fast-dLLM v2's)
+SDAR_HEAD_DIM = 32  # explicit, as Qwen3's: 4 heads of 32 are wider (128) than the model (64)
+MASK_TEXT = {"sdar": "<|MASK|>", "fast_dllm_v2": "|<MASK>|"}
 
 
 def llada_config(**overrides: object) -> dict[str, object]:
@@ -73,11 +79,68 @@ def dream_config(**overrides: object) -> dict[str, object]:
     return config
 
 
+def sdar_config(**overrides: object) -> dict[str, object]:
+    config: dict[str, object] = {
+        "architectures": ["SDARForCausalLM"],
+        "model_type": "sdar",
+        "hidden_size": WIDTH,
+        "num_attention_heads": HEADS,
+        "num_key_value_heads": KV_HEADS_DREAM,
+        "head_dim": SDAR_HEAD_DIM,
+        "num_hidden_layers": LAYERS,
+        "intermediate_size": FFN,
+        "vocab_size": VOCAB,
+        "hidden_act": "silu",
+        "rope_theta": 10000.0,
+        "rope_scaling": None,
+        "rms_norm_eps": 1e-6,
+        "attention_bias": False,
+        "use_sliding_window": False,
+        "tie_word_embeddings": False,
+        "max_position_embeddings": 512,
+        "block_size": 4,
+        "eos_token_id": 2,
+        "torch_dtype": "float32",
+    }
+    config.update(overrides)
+    return config
+
+
+def fast_dllm_v2_config(**overrides: object) -> dict[str, object]:
+    config: dict[str, object] = {
+        "architectures": ["Fast_dLLM_QwenForCausalLM"],
+        "model_type": "Fast_dLLM_Qwen",
+        "hidden_size": WIDTH,
+        "num_attention_heads": HEADS,
+        "num_key_value_heads": KV_HEADS_DREAM,
+        "num_hidden_layers": LAYERS,
+        "intermediate_size": FFN,
+        "vocab_size": VOCAB,
+        "hidden_act": "silu",
+        "rope_theta": 10000.0,
+        "rope_scaling": None,
+        "rms_norm_eps": 1e-6,
+        "use_sliding_window": False,
+        "tie_word_embeddings": True,
+        "max_position_embeddings": 512,
+        "bd_size": 32,
+        "eos_token_id": 2,
+        "torch_dtype": "float32",
+    }
+    config.update(overrides)
+    return config
+
+
+CONFIGS = {"llada": llada_config, "dream": dream_config, "sdar": sdar_config, "fast_dllm_v2": fast_dllm_v2_config}
+
+
 def random_weights(architecture: str, seed: int = 0) -> dict[str, np.ndarray]:
     """Sharpen-side names -> arrays. Embeddings and output are large enough that greedy choices are
     clear-cut (no near-ties for rounding to flip between backends)."""
     rng = np.random.default_rng(seed)
-    kv_width = (KV_HEADS_DREAM if architecture == "dream" else HEADS) * (WIDTH // HEADS)
+    head_dim = SDAR_HEAD_DIM if architecture == "sdar" else WIDTH // HEADS
+    kv_width = (HEADS if architecture == "llada" else KV_HEADS_DREAM) * head_dim
+    q_width = HEADS * head_dim
 
     def weight(*shape: int, scale: float = 0.15) -> np.ndarray:
         return (rng.standard_normal(shape) * scale).astype(np.float32)
@@ -91,21 +154,28 @@ def random_weights(architecture: str, seed: int = 0) -> dict[str, np.ndarray]:
         block = f"blocks.{layer}"
         tensors |= {
             f"{block}.attn_norm.weight": 1 + weight(WIDTH, scale=0.1),
-            f"{block}.attention.q.weight": weight(WIDTH, WIDTH),
+            f"{block}.attention.q.weight": weight(q_width, WIDTH),
             f"{block}.attention.k.weight": weight(kv_width, WIDTH),
             f"{block}.attention.v.weight": weight(kv_width, WIDTH),
-            f"{block}.attention.o.weight": weight(WIDTH, WIDTH),
+            f"{block}.attention.o.weight": weight(WIDTH, q_width),
             f"{block}.ffn_norm.weight": 1 + weight(WIDTH, scale=0.1),
             f"{block}.gate.weight": weight(FFN, WIDTH),
             f"{block}.up.weight": weight(FFN, WIDTH),
             f"{block}.down.weight": weight(WIDTH, FFN),
         }
-        if architecture == "dream":
+        if architecture in ("dream", "fast_dllm_v2"):
             tensors |= {
                 f"{block}.attention.q.bias": weight(WIDTH, scale=0.1),
                 f"{block}.attention.k.bias": weight(kv_width, scale=0.1),
                 f"{block}.attention.v.bias": weight(kv_width, scale=0.1),
             }
+        if architecture == "sdar":
+            tensors |= {
+                f"{block}.attention.q_norm.weight": 1 + weight(head_dim, scale=0.1),
+                f"{block}.attention.k_norm.weight": 1 + weight(head_dim, scale=0.1),
+            }
+    if architecture == "fast_dllm_v2":
+        del tensors["output.weight"]  # tied to the embeddings, as the 1.5B checkpoint's
     return tensors
 
 
@@ -142,6 +212,11 @@ HF_NAMES = {
         "down.weight": "model.layers.{i}.mlp.down_proj.weight",
     },
 }
+HF_NAMES["fast_dllm_v2"] = HF_NAMES["dream"]
+HF_NAMES["sdar"] = HF_NAMES["dream"] | {
+    "attention.q_norm.weight": "model.layers.{i}.self_attn.q_norm.weight",
+    "attention.k_norm.weight": "model.layers.{i}.self_attn.k_norm.weight",
+}
 
 
 def hf_name(architecture: str, ours: str) -> str:
@@ -151,18 +226,22 @@ def hf_name(architecture: str, ours: str) -> str:
     return HF_NAMES[architecture][ours]
 
 
-def write_tokenizer(folder: Path) -> None:
+def write_tokenizer(folder: Path, mask_text: str | None = None) -> None:
+    """SmolLM2's tokenizer; with `mask_text`, its special token MASK_ID renamed to that text (an added token)."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
     source = smollm2_tokenizer()
-    vocab = {token: index for index, token in enumerate(source.tokens)}
+    tokens = list(source.tokens)
+    if mask_text is not None:
+        tokens[MASK_ID] = mask_text
+    vocab = {token: index for index, token in enumerate(tokens)}
     merges = [(left, right) for left, right in (merge.split(" ", 1) for merge in source.merges)]
     tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges))
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
         [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
     )
     tokenizer.decoder = decoders.ByteLevel()
-    specials = [token for token, kind in zip(source.tokens, source.token_types, strict=True) if kind == 3]
+    specials = [token for token, kind in zip(tokens, source.token_types, strict=True) if kind == 3]
     tokenizer.add_special_tokens([AddedToken(token, special=True) for token in specials])
     tokenizer.save(str(folder / "tokenizer.json"))
     config = {
@@ -186,8 +265,10 @@ def write_checkpoint(
     """A checkpoint folder in the real layout; `shards` > 1 splits the weights with an index file."""
     folder.mkdir(parents=True, exist_ok=True)
     weights = weights if weights is not None else random_weights(architecture, seed)
-    config = config if config is not None else (llada_config() if architecture == "llada" else dream_config())
+    config = config if config is not None else CONFIGS[architecture]()
     (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    if architecture == "sdar":  # SDAR's stop ids come from here: <|im_end|> and <|endoftext|>
+        (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": [2, 0]}), encoding="utf-8")
     named = {hf_name(architecture, ours): array for ours, array in weights.items()}
     if shards == 1:
         save_file(named, str(folder / "model.safetensors"))
@@ -201,7 +282,7 @@ def write_checkpoint(
             weight_map |= dict.fromkeys(part, file)
         index_json = {"metadata": {}, "weight_map": weight_map}
         (folder / "model.safetensors.index.json").write_text(json.dumps(index_json), encoding="utf-8")
-    write_tokenizer(folder)
+    write_tokenizer(folder, MASK_TEXT.get(architecture))
     return folder
 
 

@@ -42,8 +42,9 @@ class ScriptedBackend:
         self.calls.append(Call(sequence.copy(), start, end, stable))
         return np.asarray(self.script(sequence, start, end), dtype=np.float32)
 
-    def reset(self, cache: bool = True) -> None:
+    def reset(self, cache: bool = True, block_length: int = 0, suffix: bool = False) -> CacheMode:
         self.calls.clear()
+        return self.cache_mode if cache else "none"
 
     def piece(self, token_id: int) -> str:
         return PIECES[token_id]

@@ -1,4 +1,4 @@
-"""`sharpen models` (list, pull, rm, info, use) and `sharpen inspect`."""
+"""`sharpen models` (list, pull, rm, info, use, convert) and `sharpen inspect`."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 from app.cli.common import Command, gb, service
 from app.config import set_value
 from app.model_manager import ROLES
+from models.checkpoint_gguf import QUANTIZATIONS, write_checkpoint_gguf
 from models.errors import ModelError
 from models.gguf_info import inspect_gguf
 from models.hf_checkpoint import inspect_checkpoint
@@ -36,10 +37,23 @@ def models_arguments(parser: argparse.ArgumentParser) -> None:
     use.add_argument("name")
     use.add_argument("--for", dest="role", required=True, choices=ROLES)
     use.add_argument("--force", action="store_true", help="use it even if it does not fit this machine")
+    convert = actions.add_parser(
+        "convert", help="write a block-causal checkpoint (SDAR, Fast-dLLM v2) as a GGUF that llama.cpp runs"
+    )
+    convert.add_argument("source", help="a checkpoint folder, or the catalogue name of a downloaded one")
+    convert.add_argument("--out", type=Path, help="the GGUF to write (default: in Sharpen's data dir)")
+    convert.add_argument("--quantization", choices=QUANTIZATIONS, default="Q8_0", help="of the weight matrices")
 
 
 def models(args: argparse.Namespace) -> int:
-    actions = {"list": list_models, "pull": pull_model, "rm": remove_model, "info": model_info, "use": use_model}
+    actions = {
+        "list": list_models,
+        "pull": pull_model,
+        "rm": remove_model,
+        "info": model_info,
+        "use": use_model,
+        "convert": convert_model,
+    }
     return actions[args.action or "list"](args)
 
 
@@ -85,11 +99,17 @@ class ProgressLine:
     def twin(self, done: int, total: int) -> None:
         """Writing a diffusion GGUF's cacheable twin (a copy of its tensors under another architecture)."""
         share = done / total if total else 1.0
-        line = f"cacheable twin: {share:6.1%} of {gb(total)}"
+        self._step("twin", f"cacheable twin: {share:6.1%} of {gb(total)}", share)
+
+    def converted(self, done: int, total: int) -> None:
+        """Converting a checkpoint to GGUF, tensor by tensor."""
+        self._step("convert", f"converting: tensor {done} of {total}", done / total if total else 1.0)
+
+    def _step(self, key: str, line: str, share: float) -> None:
         if self.tty:
             print(f"\r{line}\x1b[K", end="", file=sys.stderr, flush=True)
-        elif self.last_decile.get("twin", -1) < int(share * 10):
-            self.last_decile["twin"] = int(share * 10)
+        elif self.last_decile.get(key, -1) < int(share * 10):
+            self.last_decile[key] = int(share * 10)
             print(line, file=sys.stderr, flush=True)
 
     def finish(self) -> None:
@@ -148,6 +168,23 @@ def use_model(args: argparse.Namespace) -> int:
             "models.check_fit = false  (forced: Sharpen will load it without the fit check; "
             "`sharpen config set models.check_fit true` restores the check)"
         )
+    return 0
+
+
+def convert_model(args: argparse.Namespace) -> int:
+    sharpen = service()
+    folder = Path(args.source).expanduser()
+    if not folder.is_dir():
+        folder = sharpen.models.resolve(args.source).path
+    target = args.out or sharpen.paths.data_dir / "converted" / f"{folder.name}.{args.quantization}.gguf"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    progress = ProgressLine()
+    try:
+        written = write_checkpoint_gguf(folder, target, args.quantization, progress.converted)
+    finally:
+        progress.finish()
+    print(f"{written} ({gb(written.stat().st_size)})")
+    print(f"use it for drafts: sharpen config set models.draft {written}")
     return 0
 
 

@@ -77,6 +77,8 @@ def print_reply(reply: Reply, args: argparse.Namespace) -> int:
         )
     if stats.uncached_because and not as_json:
         print(f"sharpen: note: every pass ran in full: {stats.uncached_because}", file=sys.stderr)
+    if stats.cache_note and not as_json:
+        print(f"sharpen: note: {stats.cache_note}", file=sys.stderr)
     if trace_error is not None:
         raise trace_error
     return 0

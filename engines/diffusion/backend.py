@@ -9,11 +9,17 @@ import numpy as np
 
 from engines.messages import Instruction
 
-# How a pass reuses keys and values computed earlier (Fast-dLLM): "none" decodes the whole sequence;
-# "prefix" keeps the positions before the window; "dual" keeps the positions after it too, so a pass
-# decodes the window alone.
-CacheMode = Literal["none", "prefix", "dual"]
-CACHE_MODES: tuple[CacheMode, ...] = ("none", "prefix", "dual")
+# How a pass reuses keys and values computed earlier. Bidirectional attention (Fast-dLLM's approximate
+# caches): "none" decodes the whole sequence; "prefix" keeps the positions before the window; "dual" keeps
+# the positions after it too, so a pass decodes the window alone. "block" is block-causal attention (SDAR,
+# Fast-dLLM v2): blocks aligned at absolute positions, bidirectional inside a block and causal across
+# blocks, so a settled block's keys and values are final: written once by a clean pass and never
+# recomputed, and a pass decodes its block alone and sees nothing after it. Exact for models trained
+# block-causally; an approximation of full attention for the others.
+CacheMode = Literal["none", "prefix", "dual", "block"]
+CACHE_MODES: tuple[CacheMode, ...] = ("none", "prefix", "dual", "block")
+# The precision of cached keys and values (llama.cpp): auto chooses by the model's size.
+KvChoice = Literal["auto", "f16", "f32"]
 
 
 class DiffusionBackend(Protocol):
@@ -32,13 +38,18 @@ class DiffusionBackend(Protocol):
 
         Positions before `stable` hold final tokens that will not change during this generation, so a
         backend may keep them cached between calls. Any logit shift (Dream) is the backend's business.
+        Under "block", [start, end) lies in one aligned block, everything before the block is settled, and
+        nothing from `end` on is seen.
         """
         ...
 
-    def reset(self, cache: bool = True) -> None:
-        """Forget any cache: a new generation starts. `cache` False: this generation's schedule has no point
-        where a cache could be brought up to date (Dream's timestep schedule refines the whole canvas to
-        the end), so every pass is computed in full."""
+    def reset(self, cache: bool = True, block_length: int = 0, suffix: bool = False) -> CacheMode:
+        """Forget any cache: a new generation starts; return the cache its passes will use. `cache` False:
+        this generation's schedule has no point where a cache could be brought up to date (Dream's
+        timestep schedule refines the whole canvas to the end), so every pass is computed in full.
+        `block_length`: the blocks the sampler refines in turn (under "block", aligned at absolute
+        positions: its unit of attention). `suffix`: the canvas has text after it, which block-causal
+        attention cannot see, so "block" gives way to the backend's best bidirectional cache."""
         ...
 
     def piece(self, token_id: int) -> str:
@@ -56,3 +67,19 @@ class TextDiffusionBackend(DiffusionBackend, Protocol):
     def tokenize(self, text: str, *, add_bos: bool, special: bool = False) -> list[int]: ...
 
     def instruction_tokens(self, instruction: Instruction) -> list[int]: ...
+
+
+def generation_cache(configured: CacheMode, cache: bool, suffix: bool, bidirectional: CacheMode) -> CacheMode:
+    """The cache one generation uses: `configured` (what the backend runs), none where the schedule allows
+    no cache, and `bidirectional` (the backend's best full-attention cache) in place of "block" when the
+    canvas has text after it."""
+    if not cache:
+        return "none"
+    if configured == "block" and suffix:
+        return bidirectional
+    return configured
+
+
+def block_start(position: int, block_length: int) -> int:
+    """The first position of the aligned block holding `position`."""
+    return position - position % block_length

@@ -25,14 +25,23 @@ import numpy as np
 from llama_cpp import _internals
 
 from engines.chat_template import render_instruction
-from engines.diffusion.backend import CacheMode
+from engines.diffusion.backend import CacheMode, KvChoice, block_start, generation_cache
 from engines.errors import EngineError
-from engines.llama_load import ContextShape, open_llama, use_threads
+from engines.llama_load import ContextShape, KvType, open_llama, use_threads
 from engines.messages import Instruction, plain_text
 from engines.threads import threads_for
 from models.adapted import adapter_info, base_as_diffusion
 from models.errors import UnsupportedModel
 from models.gguf_info import GGUFInfo, inspect_gguf
+
+# Models below this many parameters keep f32 keys and values under kv_type "auto".
+SMALL_MODEL = 1_000_000_000
+
+
+def kv_type_for(choice: KvChoice, parameters: int) -> KvType:
+    if choice != "auto":
+        return choice
+    return "f32" if parameters < SMALL_MODEL else "f16"
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,9 @@ class LlamaDiffusionSettings:
     n_gpu_layers: int = -1
     # The cache to use where the file allows one (the cacheable form); full re-decoding otherwise.
     cache: CacheMode = "dual"
+    # The precision of the cached keys and values: "auto" is f32 below SMALL_MODEL parameters (exact to
+    # float rounding, at twice the memory of f16, which is little there) and f16 from there on.
+    kv_type: KvChoice = "auto"
 
 
 def check_diffusion_gguf(info: GGUFInfo) -> None:
@@ -104,6 +116,7 @@ class LlamaDiffusionBackend:
             t for t in range(self.vocab_size) if llama_cpp.llama_vocab_is_eog(self._vocab, t)
         )
         self._batch = _internals.LlamaBatch(n_tokens=self.context_length, embd=0, n_seq_max=1, verbose=False)
+        self.decoded_rows = 0  # positions decoded, over every pass of every draft (the probe's too)
         # Why the cache is a lesser one than the settings ask for ("" when it is the one asked for).
         self.cache_note = ""
         self.cache_mode = self._usable_cache()
@@ -112,16 +125,30 @@ class LlamaDiffusionBackend:
         self._cached: list[int] = []
         self._window = (-1, -1)
         self._tail: list[int] = []
+        # Block-causal: the settled tokens whose keys and values are final, and the logits of the last of
+        # them (the first prediction of the next block, with a shift).
+        self._settled: list[int] = []
+        self._settled_row: np.ndarray | None = None
+        self._block_length = 0
         self.full_passes = 0
         self.cached_passes = 0
-        self._caching = self.cache_mode != "none"
+        self.clean_passes = 0
+        self._mode: CacheMode = self.cache_mode
 
     # ----- loading -------------------------------------------------------------------------------
 
     def _load(self) -> llama_cpp.Llama:
         settings = self.settings
         # Non-causal attention needs the whole decoded window in one micro-batch.
-        shape = ContextShape(settings.n_ctx, settings.n_ctx, settings.n_ctx, settings.n_threads, settings.n_gpu_layers)
+        self.kv_type = kv_type_for(settings.kv_type, self.gguf.n_parameters)
+        shape = ContextShape(
+            settings.n_ctx,
+            settings.n_ctx,
+            settings.n_ctx,
+            settings.n_threads,
+            settings.n_gpu_layers,
+            kv_type=self.kv_type,
+        )
         hint = "Check that this llama.cpp build supports the architecture."
         if self.adapter is None:
             return open_llama(self.gguf, shape, hint)
@@ -132,14 +159,28 @@ class LlamaDiffusionBackend:
 
     def _usable_cache(self) -> CacheMode:
         wanted = self.settings.cache
-        if wanted == "none" or self._ctx.memory is None:  # llama.cpp keeps no KV cache for the file
+        if self._ctx.memory is None:  # llama.cpp keeps no KV cache for the file
             return "none"
-        if wanted == "dual":
+        if self.gguf.block_causal_length and wanted != "block":
+            # Full attention would run another model than the one trained; the block cache is also exact.
+            self.cache_note = f"{self.model_path.name} was trained block-causally, so drafts use the block cache"
+            wanted = "block"
+        if wanted == "none":
+            return "none"
+        if wanted in ("dual", "block"):
             _Build.fills_gaps = self._fills_gaps()
-            if not _Build.fills_gaps:
+            if wanted == "dual" and not _Build.fills_gaps:
                 self.cache_note = NO_DUAL_CACHE
                 return "prefix"
         return wanted
+
+    @property
+    def bidirectional_cache(self) -> CacheMode:
+        """The best full-attention cache this build runs, for drafts block-causal attention cannot serve
+        (text after them); "block" for a model trained block-causally, which never reads such text."""
+        if self.cache_mode == "none" or self.gguf.block_causal_length:
+            return self.cache_mode
+        return "dual" if _Build.fills_gaps else "prefix"
 
     def _fills_gaps(self) -> bool:
         """Whether llama.cpp accepts a non-causal batch into a gap of the cached positions: decode two
@@ -194,10 +235,13 @@ class LlamaDiffusionBackend:
 
     # ----- logits --------------------------------------------------------------------------------
 
-    def reset(self, cache: bool = True) -> None:
+    def reset(self, cache: bool = True, block_length: int = 0, suffix: bool = False) -> CacheMode:
         self._cached, self._window, self._tail = [], (-1, -1), []
-        self._caching = cache and self.cache_mode != "none"
+        self._settled, self._settled_row = [], None
+        self._block_length = block_length
+        self._mode = generation_cache(self.cache_mode, cache, suffix, self.bidirectional_cache)
         self._ctx.kv_cache_clear()
+        return self._mode
 
     def logits(self, sequence: np.ndarray, start: int, end: int, stable: int) -> np.ndarray:
         if len(sequence) > self.context_length:
@@ -209,10 +253,12 @@ class LlamaDiffusionBackend:
             raise EngineError("a model that shifts its logits needs at least one token before the canvas")
         tokens = [int(t) for t in sequence]
         use_threads(self._llama, threads_for(self.settings.n_threads, background=True))
-        if not self._caching:
+        if self._mode == "block":
+            return self._block_logits(tokens[:end], start)
+        if self._mode == "none":
             self._ctx.kv_cache_clear()
             return self._decode(tokens, 0, first_row, end - self.shift)
-        dual = self.cache_mode == "dual"
+        dual = self._mode == "dual"
         # Dual: the window's rows are decoded between the cached ones; prefix: from the window to the end.
         decoded_end = end if dual else len(tokens)
         tail = tokens[end:] if dual else []
@@ -230,6 +276,37 @@ class LlamaDiffusionBackend:
         self._ctx.kv_cache_seq_rm(0, first_row, decoded_end if dual else -1)
         return rows
 
+    def _block_logits(self, tokens: list[int], start: int) -> np.ndarray:
+        """Block-causal: bring the settled blocks' keys and values up to date (a clean pass per aligned
+        block not yet written; the prompt's whole blocks on the first call), then decode the window's block
+        alone against them. `tokens` ends with the window."""
+        lo = block_start(start, self._block_length)
+        end = len(tokens)
+        if end - lo > self._block_length:
+            raise EngineError(f"a block-causal window must lie in one block of {self._block_length}")
+        settled = len(self._settled)
+        if settled > lo or self._settled != tokens[:settled]:
+            self._ctx.kv_cache_clear()
+            self._settled, self._settled_row, settled = [], None, 0
+        # Drop the cells of the block's earlier passes: they were computed from tokens since changed.
+        self._ctx.kv_cache_seq_rm(0, settled, -1)
+        while settled < lo:
+            upto = min(lo, block_start(settled, self._block_length) + self._block_length)
+            self._settled_row = self._decode(tokens[settled:upto], settled, upto - 1, upto)[0]
+            self._settled = tokens[:upto]
+            settled = upto
+            self.clean_passes += 1
+        first_row = start - self.shift
+        rows = self._decode(tokens[lo:end], lo, max(first_row, lo), end - self.shift)
+        self.cached_passes += 1
+        if first_row < lo:
+            # A block's first prediction sits on the settled block's last row (shifted logits): fixed since
+            # that block's clean pass.
+            if self._settled_row is None:
+                raise EngineError("a model that shifts its logits needs at least one token before the canvas")
+            rows = np.concatenate((self._settled_row[None, :], rows))
+        return rows
+
     def _decode(self, tokens: list[int], position: int, row_lo: int | None, row_hi: int | None) -> np.ndarray:
         """Decode `tokens` at `position`; return logits for absolute rows [row_lo, row_hi)."""
         batch = self._batch.batch
@@ -241,12 +318,13 @@ class LlamaDiffusionBackend:
             batch.seq_id[i][0] = 0
             absolute = position + i
             batch.logits[i] = row_lo is not None and row_hi is not None and row_lo <= absolute < row_hi
-        if row_lo is None:
-            batch.logits[len(tokens) - 1] = True
+        if row_lo is None or row_hi is None or row_hi <= row_lo:
+            batch.logits[len(tokens) - 1] = True  # llama.cpp computes at least one output
         code = llama_cpp.llama_decode(self._ctx.ctx, batch)
+        self.decoded_rows += len(tokens)
         if code != 0:
             raise EngineError(f"llama.cpp failed to decode {len(tokens)} tokens (code {code})")
-        if row_lo is None or row_hi is None:
+        if row_lo is None or row_hi is None or row_hi <= row_lo:
             return np.empty((0, self.vocab_size), dtype=np.float32)
         # Flagged rows are consecutive in the batch, so their logits are consecutive in llama.cpp's
         # output buffer (also when the architecture outputs every row).

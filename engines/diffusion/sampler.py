@@ -5,6 +5,7 @@ Numpy only. Everything model-specific sits behind DiffusionBackend.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -12,7 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from engines.cancel import NEVER_CANCELLED, CancelToken
-from engines.diffusion.backend import DiffusionBackend
+from engines.diffusion.backend import CacheMode, DiffusionBackend
+from engines.diffusion.block_samplers import authors_proposals, fast_dllm_v2_choice, sdar_choice, sub_block_at
 from engines.diffusion.schedule import block_commits, even_split, timestep_commits, timestep_share
 from engines.diffusion.scoring import Proposals, propose
 from engines.diffusion.settings import DiffusionSettings, EosRule
@@ -23,6 +25,23 @@ UNCACHED_TIMESTEP = (
     "the timestep schedule refines the whole canvas to the end, so a cached prompt would never be brought up "
     "to date (39% of positions agreed with full passes on a test model); the blocks schedule uses the cache"
 )
+BLOCK_WITH_SUFFIX = (
+    "block-causal attention sees nothing after the block being written, so a draft with text after it uses "
+    "the {cache} cache"
+)
+SUFFIX_UNSEEN = (
+    "the model was trained block-causally and reads nothing after the block being written: the text after "
+    "the draft was not seen"
+)
+
+
+def cache_note(configured: CacheMode, used: CacheMode, has_suffix: bool) -> str:
+    """What a draft's stats say about the cache it ran with, beside the timestep schedule's full passes."""
+    if used == "block" and has_suffix:
+        return SUFFIX_UNSEEN
+    if configured == "block" and used != "block" and has_suffix:
+        return BLOCK_WITH_SUFFIX.format(cache=used)
+    return ""
 
 
 class _Canvas:
@@ -107,15 +126,17 @@ class DiffusionSampler:
         eos_ids = np.array(sorted(self.backend.eos_token_ids), dtype=np.int64)
         # A cache is brought up to date where a block starts; Dream's schedule has no such point.
         cache = settings.schedule == "blocks"
-        self.backend.reset(cache=cache)
-        uncached_because = "" if cache or self.backend.cache_mode == "none" else UNCACHED_TIMESTEP
+        configured = self.backend.cache_mode
+        used = self.backend.reset(cache=cache, block_length=settings.block_length, suffix=len(suffix) > 0)
+        uncached_because = "" if cache or configured == "none" else UNCACHED_TIMESTEP
         start = time.perf_counter()
         backend_s = waited_s = 0.0
         passes = 0
         skipped: list[int] = []
         finish: FinishReason = "length"
 
-        for window in self._windows(settings, length):
+        align = canvas.offset if used == "block" else 0
+        for window in self._windows(settings, length, align):
             while len(masked := canvas.masked_positions(window.lo, window.hi)):
                 if cancel.cancelled:
                     finish = "cancelled"
@@ -128,39 +149,41 @@ class DiffusionSampler:
                     continue
                 waited_s += FOREGROUND.wait()  # a completion (ghost text) runs first; at most a second
                 first_mask = canvas.first_mask()
+                step = _plan(settings, canvas, window, masked, align)
                 before = time.perf_counter()
                 logits = self.backend.logits(
-                    canvas.sequence, canvas.offset + window.lo, canvas.offset + window.hi, canvas.offset + first_mask
+                    canvas.sequence,
+                    canvas.offset + step.ask[0],
+                    canvas.offset + step.ask[1],
+                    canvas.offset + first_mask,
                 )
                 backend_s += time.perf_counter() - before
-                rows = logits[masked - window.lo]
+                rows = logits[step.masked - step.ask[0]]
                 # A committed mask token would leave its position masked for ever: never propose it.
                 rows[:, canvas.mask] = -np.inf
-                proposals = propose(
-                    rows,
-                    algorithm=settings.algorithm,
-                    temperature=settings.temperature,
-                    top_k=settings.top_k,
-                    top_p=settings.top_p,
-                    rng=rng,
-                )
-                tier = tiers(settings.eos, np.isin(proposals.tokens, eos_ids), masked == first_mask)
-                ranking = Ranking.of(proposals, tier, masked)
-                chosen = _choose(settings, ranking, window, rng)
-                positions = masked[chosen]
-                canvas.tokens[positions] = proposals.tokens[chosen]
-                canvas.confidence[positions] = proposals.probabilities[chosen]
+                if settings.sampler == "sharpen":
+                    proposals = propose(
+                        rows,
+                        algorithm=settings.algorithm,
+                        temperature=settings.temperature,
+                        top_k=settings.top_k,
+                        top_p=settings.top_p,
+                        rng=rng,
+                    )
+                    tier = tiers(settings.eos, np.isin(proposals.tokens, eos_ids), step.masked == first_mask)
+                    ranking = Ranking.of(proposals, tier, step.masked)
+                    chosen = _choose(settings, ranking, window, rng)
+                    tokens, probabilities = proposals.tokens[chosen], proposals.probabilities[chosen]
+                else:
+                    chosen, tokens, probabilities = _authors_choice(settings, rows, window, step.first_token, rng)
+                positions = step.masked[chosen]
+                canvas.tokens[positions] = tokens
+                canvas.confidence[positions] = probabilities
                 passes += 1
                 window.step += 1
-                if settings.stop_at_eos and canvas.first_eos(canvas.first_mask()) is not None:
+                if settings.stop_at_eos and _stops(settings, canvas, window):
                     finish = "eos"
-                yield canvas.snapshot(
-                    passes - 1,
-                    positions,
-                    proposals.probabilities[chosen],
-                    (window.lo, window.hi),
-                    time.perf_counter() - start,
-                )
+                yield canvas.snapshot(passes - 1, positions, probabilities, step.window, time.perf_counter() - start)
                 if finish == "eos":
                     break
             if finish != "length":
@@ -186,21 +209,51 @@ class DiffusionSampler:
                 waited_s=waited_s,
                 skipped_steps=tuple(skipped),
                 uncached_because=uncached_because,
-                cache=self.backend.cache_mode if cache else "none",
+                cache_note=cache_note(configured, used, len(suffix) > 0),
+                cache=used,
             ),
         )
 
     @staticmethod
-    def _windows(settings: DiffusionSettings, length: int) -> Iterator[_Window]:
-        """The canvas windows refined in turn, each with its pass budget (earlier blocks take the remainder)."""
+    def _windows(settings: DiffusionSettings, length: int, offset: int = 0) -> Iterator[_Window]:
+        """The canvas windows refined in turn, each with its pass budget (earlier blocks take the remainder).
+        Blocks are aligned at canvas position 0, or (block-causal) at multiples of the block length counted
+        from the sequence's start, so the first one shares its block with the prompt's last tokens."""
         if settings.schedule == "timestep":
             yield _Window(0, length, settings.steps)
             return
-        n_blocks = settings.n_blocks(length)
-        budgets = even_split(settings.steps, n_blocks) if settings.threshold is None else [0] * n_blocks
-        for block, budget in enumerate(budgets):
-            lo = block * settings.block_length
-            yield _Window(lo, min(length, lo + settings.block_length), budget)
+        bounds = block_bounds(length, settings.block_length, offset)
+        if settings.sampler == "sdar":
+            # SDAR's denoising_steps are per block, the partial first block's as much as any other's.
+            budgets = [max(1, settings.steps // len(bounds))] * len(bounds)
+        elif settings.threshold is not None or settings.sampler == "fast_dllm_v2":
+            budgets = [0] * len(bounds)
+        elif offset % settings.block_length == 0:
+            budgets = even_split(settings.steps, len(bounds))  # LLaDA's: an equal share per block
+        else:
+            # The first block is the prompt's partly: the passes follow each block's share of the canvas.
+            budgets = apportion(settings.steps, [hi - lo for lo, hi in bounds])
+        for (lo, hi), budget in zip(bounds, budgets, strict=True):
+            yield _Window(lo, hi, budget)
+
+
+def apportion(total: int, sizes: list[int]) -> list[int]:
+    """`total` split in proportion to `sizes` (largest remainders first), at least 1 each."""
+    whole = sum(sizes)
+    shares = [total * size / whole for size in sizes]
+    counts = [max(1, int(share)) for share in shares]
+    by_remainder = sorted(range(len(sizes)), key=lambda i: int(shares[i]) - shares[i])
+    for index in by_remainder[: max(0, total - sum(counts))]:
+        counts[index] += 1
+    return counts
+
+
+def block_bounds(length: int, block_length: int, offset: int = 0) -> list[tuple[int, int]]:
+    """The canvas's blocks [lo, hi) in canvas positions, cut at multiples of `block_length` from `offset`
+    positions before the canvas (0: the canvas's own start)."""
+    cuts = range(block_length - offset % block_length, length, block_length)
+    edges = [0, *cuts, length]
+    return list(itertools.pairwise(edges))
 
 
 # A proposal's tier: a pass ranks its proposals by tier, then by score. Held back ones only fill what
@@ -266,6 +319,66 @@ class _Window:
             self.coins = np.flatnonzero(rng.random(masked_now) < timestep_share(self.step, self.budget, settings.eps))
             return not len(self.coins)
         return self.commits(settings, masked_now) == 0
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One pass: the canvas positions whose logits it asks for, the masked positions it may commit, and
+    the window it reports (where it could commit)."""
+
+    ask: tuple[int, int]
+    masked: np.ndarray
+    window: tuple[int, int]
+    # fast_dllm_v2: a block's first position, committed from the previous block's clean pass.
+    first_token: bool = False
+
+
+def _plan(settings: DiffusionSettings, canvas: _Canvas, window: _Window, masked: np.ndarray, align: int) -> _Step:
+    """What this pass asks for and may commit. Fast-dLLM v2 runs its whole block every pass but commits
+    only into the first sub-block that has masks left; a block whose first position is masked gets that
+    position first, alone, from the previous block's last row (its shifted logits' row for it): v2 takes
+    the argmax of the clean pass that stores the finished block, with no pass of its own. Here the backend
+    is asked for that one position: under the block cache that call is the finished block's clean pass
+    (plus a one-position forward whose rows are not used), and it is reported as one pass."""
+    whole = (window.lo, window.hi)
+    if settings.sampler != "fast_dllm_v2":
+        return _Step(whole, masked, whole)
+    block_start = window.lo - (align + window.lo) % settings.block_length
+    starts_block = block_start == window.lo and window.step == 0 and canvas.offset + window.lo > 0
+    if starts_block and masked[0] == window.lo:
+        first = (window.lo, window.lo + 1)
+        return _Step(first, masked[:1], first, first_token=True)
+    sub_lo, sub_hi = sub_block_at(int(masked[0]), block_start, settings.sub_block, whole)
+    return _Step(whole, masked[masked < sub_hi], (sub_lo, sub_hi))
+
+
+def _authors_choice(
+    settings: DiffusionSettings, rows: np.ndarray, window: _Window, first_token: bool, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """SDAR's or Fast-dLLM v2's pass (engines/diffusion/block_samplers.py): which of `rows` commit, with
+    what tokens and probabilities."""
+    if first_token:  # Fast-dLLM v2's argmax of the previous block's last row, whatever the temperature
+        tokens, probabilities = authors_proposals(rows, temperature=0.0, top_k=0, top_p=1.0, rng=rng)
+        return np.zeros(1, dtype=np.int64), tokens, probabilities
+    tokens, probabilities = authors_proposals(
+        rows, temperature=settings.temperature, top_k=settings.top_k, top_p=settings.top_p, rng=rng
+    )
+    if settings.sampler == "sdar":
+        counts = even_split(settings.block_length, window.budget)  # SDAR's get_num_transfer_tokens
+        count = counts[window.step] if window.step < len(counts) else len(rows)
+        chosen = sdar_choice(probabilities, count, settings.threshold)
+    else:
+        chosen = fast_dllm_v2_choice(probabilities, settings.threshold)
+    return chosen, tokens[chosen], probabilities[chosen]
+
+
+def _stops(settings: DiffusionSettings, canvas: _Canvas, window: _Window) -> bool:
+    """Whether the draft ends here: end-of-text settled with no mask before it; under SDAR's sampler, once
+    a block is complete and end-of-text is anywhere in the canvas up to its end."""
+    if settings.sampler == "sdar":
+        complete = not len(canvas.masked_positions(window.lo, window.hi))
+        return complete and canvas.first_eos(window.hi) is not None
+    return canvas.first_eos(canvas.first_mask()) is not None
 
 
 def _choose(settings: DiffusionSettings, ranking: Ranking, window: _Window, rng: np.random.Generator) -> np.ndarray:

@@ -13,9 +13,11 @@ from engines.options import at_least, between, from_options, option, options
 Algorithm = Literal["confidence", "margin", "entropy", "random", "origin"]
 Schedule = Literal["blocks", "timestep"]
 EosRule = Literal["in_order", "free", "last"]
+Sampler = Literal["sharpen", "sdar", "fast_dllm_v2"]
 ALGORITHMS: tuple[Algorithm, ...] = typing.get_args(Algorithm)
 SCHEDULES: tuple[Schedule, ...] = typing.get_args(Schedule)
 EOS_RULES: tuple[EosRule, ...] = typing.get_args(EosRule)
+SAMPLERS: tuple[Sampler, ...] = typing.get_args(Sampler)
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,16 @@ class DiffusionSettings:
     schedule from t = 1 down to `eps`. With `threshold` set, a pass commits every masked position whose
     token probability reaches it (at least one per pass, as in Fast-dLLM), so the number of passes
     follows the text and `steps` is ignored.
+
+    `sampler` "sdar" and "fast_dllm_v2" are the authors' own loops for those block-causal models
+    (engines/diffusion/block_samplers.py), on the blocks schedule: they decide what a pass commits by
+    themselves, so `algorithm`, `eos` and `spacing` do not apply. "sdar" is SDAR's generate: each block
+    gets steps // blocks denoising steps and commits get_num_transfer_tokens(block_length, those steps) per
+    step, the most confident first, or (with `threshold`: low_confidence_dynamic) every position above the
+    threshold where there are at least that many; the draft stops after a block in which end-of-text
+    settled. "fast_dllm_v2" is Fast-dLLM v2's: blocks refined in sub-blocks of `sub_block` in turn, each
+    pass committing the sub-block's masks above `threshold` plus the most confident one (none set: that
+    one only), and a block's first position committed greedily from the previous block's last row.
     """
 
     # In the order traces and `--json` have always listed them.
@@ -69,6 +81,12 @@ class DiffusionSettings:
     # Stop as soon as the settled text reaches an end-of-text token (LLaDA's reference code always
     # runs every step instead; benchmarks that measure a fixed amount of work turn this off).
     stop_at_eos: bool = True
+    sampler: Sampler = option(
+        "sharpen",
+        "whose decoding loop: sharpen (Sharpen's: schedule, algorithm, eos and spacing apply), or the authors' "
+        "for block-causal models, which ignore those: sdar (SDAR's generate) or fast_dllm_v2 (Fast-dLLM v2's)",
+    )
+    sub_block: int = option(8, "fast_dllm_v2: the sub-blocks a block is refined in, in turn", at_least(1), metavar="S")
 
     @classmethod
     def reference(cls, **changes: Any) -> DiffusionSettings:
@@ -99,17 +117,24 @@ class DiffusionSettings:
             problems.append(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {self.algorithm!r}")
         if self.schedule not in SCHEDULES:
             problems.append(f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
+        if self.sampler not in SAMPLERS:
+            problems.append(f"sampler must be one of {', '.join(SAMPLERS)}, got {self.sampler!r}")
+        elif self.sampler != "sharpen" and self.schedule != "blocks":
+            problems.append(f"sampler {self.sampler} decodes block by block: schedule must be blocks, not timestep")
+        if self.sub_block < 1:
+            problems.append(f"sub_block must be at least 1, got {self.sub_block}")
         if self.block_length < 1:
             problems.append(f"block length must be at least 1, got {self.block_length}")
-        if self.threshold is None:
-            if self.steps < 1:
-                problems.append(f"steps must be at least 1, got {self.steps}")
-            elif self.schedule == "blocks" and self.steps < self.n_blocks(canvas_length):
-                problems.append(
-                    f"steps ({self.steps}) must be at least the number of blocks "
-                    f"({self.n_blocks(canvas_length)} blocks of {self.block_length} in {canvas_length} tokens)"
-                )
-        elif not 0.0 < self.threshold <= 1.0:
+        fixed_steps = self.threshold is None and self.sampler == "sharpen"
+        # SDAR's per-block commit counts follow the steps, with or without a threshold.
+        if self.steps < 1 and (fixed_steps or self.sampler == "sdar"):
+            problems.append(f"steps must be at least 1, got {self.steps}")
+        elif fixed_steps and self.schedule == "blocks" and self.steps < self.n_blocks(canvas_length):
+            problems.append(
+                f"steps ({self.steps}) must be at least the number of blocks "
+                f"({self.n_blocks(canvas_length)} blocks of {self.block_length} in {canvas_length} tokens)"
+            )
+        if self.threshold is not None and not 0.0 < self.threshold <= 1.0:
             problems.append(f"threshold must be in (0, 1], got {self.threshold}")
         if self.spacing < 0:
             problems.append(f"spacing must be at least 0 (0 is off), got {self.spacing}")

@@ -131,9 +131,9 @@ class AgreementProbe:
         self.instruction_tokens, self.tokenize = cached.instruction_tokens, cached.tokenize
         self.piece, self.decode = cached.piece, cached.decode
 
-    def reset(self, cache: bool = True) -> None:
-        self.cached.reset(cache)
-        self.full.reset(cache)
+    def reset(self, cache: bool = True, block_length: int = 0, suffix: bool = False) -> CacheMode:
+        self.full.reset(cache, block_length, suffix)
+        return self.cached.reset(cache, block_length, suffix)
 
     def logits(self, sequence: np.ndarray, start: int, end: int, stable: int) -> np.ndarray:
         answer = self.cached.logits(sequence, start, end, stable)

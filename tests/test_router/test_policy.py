@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -94,7 +96,7 @@ costs = st.builds(
     pass_base_s=st.floats(0, 1),
     pass_s_per_position=st.floats(0, 0.01),
     threshold_passes_per_token=st.floats(0.01, 1),
-    cache=st.sampled_from(["none", "prefix", "dual"]),
+    cache=st.sampled_from(["none", "prefix", "dual", "block"]),
 )
 ar_costs = st.builds(ArCosts, prompt_tokens_per_s=st.floats(1, 10_000), seconds_per_token=st.floats(0.0001, 1))
 plans = st.builds(
@@ -131,6 +133,21 @@ def test_one_more_token_opening_a_block_costs_more_not_less() -> None:
     diff = DiffusionCosts(pass_base_s=0.0, pass_s_per_position=0.01, threshold_passes_per_token=1.0, cache="prefix")
     plan = DiffusionPlan(steps=64, block_length=64)
     assert estimate_diffusion(65, 0, 0, plan, diff).seconds > estimate_diffusion(64, 0, 0, plan, diff).seconds
+
+
+def test_block_causal_costs_one_pass_over_a_block_per_step_and_one_clean_pass_per_settled_block() -> None:
+    diff = DiffusionCosts(pass_base_s=0.01, pass_s_per_position=0.001, cache="block")
+    plan = DiffusionPlan(steps=64, block_length=8)
+    # 200 prompt tokens: 25 whole blocks written once; 256 tokens open 32 blocks, 31 of them settled.
+    estimate = estimate_diffusion(256, 200, 0, plan, diff)
+    assert estimate.seconds == pytest.approx((25 + 31) * 0.018 + 64 * 0.018)
+    assert "block-causal" in estimate.detail
+    # A prompt ending mid-block: its last tokens share the first block (33 blocks, 32 settled besides the
+    # prompt's 25 whole ones).
+    assert estimate_diffusion(256, 203, 0, plan, diff).seconds == pytest.approx((25 + 32) * 0.018 + 64 * 0.018)
+    # Text after the draft cannot be seen block-causally: the dual cache's cost instead.
+    dual = replace(diff, cache="dual")
+    assert estimate_diffusion(256, 200, 10, plan, diff).seconds == estimate_diffusion(256, 200, 10, plan, dual).seconds
 
 
 def test_before_calibration_costs_follow_the_models_size() -> None:

@@ -21,22 +21,44 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from engines.diffusion.backend import CACHE_MODES, CacheMode
+from engines.diffusion.backend import CACHE_MODES, CacheMode, block_start, generation_cache
 from engines.diffusion.hf.loading import LoadedModel, TorchLoadSettings, TorchSetupError, load_transformer
 from engines.diffusion.hf.tokenizer import CheckpointTokenizer
 from engines.errors import EngineError
 from engines.messages import Instruction
 from engines.threads import cpu_load, threads_for
 from models.hf_checkpoint import CheckpointInfo, inspect_checkpoint
-from models.transformer import LayerKV
+from models.transformer import LayerKV, Mask, block_causal_mask
 
 
 @dataclass(frozen=True)
 class TorchDiffusionSettings:
     load: TorchLoadSettings = field(default_factory=TorchLoadSettings)
-    cache: CacheMode = "prefix"
+    cache: CacheMode = "dual"
     n_ctx: int = 1024
     threads: int = 0  # 0: engines.threads chooses per draft
+
+
+@dataclass(frozen=True)
+class _Settled:
+    """Block-causal: the settled tokens, their final keys and values, and the hidden state of the last."""
+
+    tokens: np.ndarray
+    context: list[LayerKV] | None
+    last_hidden: torch.Tensor | None
+
+    @property
+    def length(self) -> int:
+        return len(self.tokens)
+
+    def extended(self, tokens: np.ndarray, computed: list[LayerKV], last_hidden: torch.Tensor) -> _Settled:
+        if self.context is None:
+            return _Settled(tokens.copy(), computed, last_hidden)
+        context = [
+            LayerKV(torch.cat((old.keys, new.keys), dim=2), torch.cat((old.values, new.values), dim=2))
+            for old, new in zip(self.context, computed, strict=True)
+        ]
+        return _Settled(tokens.copy(), context, last_hidden)
 
 
 @dataclass
@@ -69,12 +91,25 @@ class TorchDiffusionBackend:
         self.context_length = min(self.settings.n_ctx, self.spec.context_length)
         self.shift = 1 if self.spec.shift_logits else 0
         self.eos_token_ids = self.tokenizer.end_of_text_ids([*self.spec.eos_token_ids, *self._generation_eos()])
-        self.cache_mode = self.settings.cache
+        # A model trained block-causally (SDAR, Fast-dLLM v2) attends block-causally under every cache: "block"
+        # in place of the full-attention caches, and full passes under its mask.
+        self.block_causal = self.spec.block_causal_length > 0
+        self.cache_mode: CacheMode = (
+            "block" if self.block_causal and self.settings.cache != "none" else self.settings.cache
+        )
+        self.cache_note = (
+            f"{self.info.path.name} was trained block-causally, so drafts use the block cache"
+            if self.cache_mode != self.settings.cache
+            else ""
+        )
         cpu_load()  # starts sampling other work's load before the first draft
         self._window: _Window | None = None
-        self._caching = self.cache_mode != "none"
+        self._settled: _Settled | None = None
+        self._block_length = 0
+        self._mode: CacheMode = self.cache_mode
         self.full_passes = 0
         self.cached_passes = 0
+        self.clean_passes = 0
 
     def _generation_eos(self) -> list[int]:
         path = self.info.path / "generation_config.json"
@@ -100,13 +135,15 @@ class TorchDiffusionBackend:
 
     # ----- logits --------------------------------------------------------------------------------
 
-    def reset(self, cache: bool = True) -> None:
-        self._window = None
-        self._caching = cache and self.cache_mode != "none"
+    def reset(self, cache: bool = True, block_length: int = 0, suffix: bool = False) -> CacheMode:
+        self._window, self._settled = None, None
+        self._block_length = block_length
+        self._mode = generation_cache(self.cache_mode, cache, suffix, "block" if self.block_causal else "dual")
         # torch's thread count is the process's: chosen per draft, as llama.cpp's is per pass.
         threads = threads_for(self.settings.threads, background=True)
         if threads != torch.get_num_threads():
             torch.set_num_threads(threads)
+        return self._mode
 
     @torch.inference_mode()
     def logits(self, sequence: np.ndarray, start: int, end: int, stable: int) -> np.ndarray:
@@ -118,13 +155,17 @@ class TorchDiffusionBackend:
             raise EngineError("a model that shifts its logits needs at least one token before the canvas")
         last_row = end - self.shift
         tokens = np.asarray(sequence, dtype=np.int64)
-        if not self._caching:
-            hidden, _ = self._run(tokens, 0, length, None)
+        if self._mode == "block":
+            return self._block_logits(tokens[:end], start)
+        if self._mode == "none":
+            block = self._block_length or self.spec.block_causal_length
+            mask = block_causal_mask(length, block, self.device) if self.block_causal else None
+            hidden, _ = self._run(tokens, 0, length, None, mask)
             self.full_passes += 1
             return self._rows(hidden[:, first_row:last_row])
         # The window covers the rows asked for and every position whose token may change in this window
         # (with a shift, the last changing position sits one past the last row).
-        window_end = end if self.cache_mode == "dual" else length
+        window_end = end if self._mode == "dual" else length
         if not self._window_valid(tokens, first_row, window_end):
             # A new window: one full pass answers this step and stores everything for the next ones.
             hidden, computed = self._run(tokens, 0, length, None)
@@ -143,6 +184,34 @@ class TorchDiffusionBackend:
         self.cached_passes += 1
         return self._rows(hidden[:, : last_row - first_row])
 
+    def _block_logits(self, tokens: np.ndarray, start: int) -> np.ndarray:
+        """Block-causal: a clean pass for each aligned block settled since the last call (the prompt's
+        whole blocks on the first), each attending to the settled keys and values before it; then the
+        window's block alone against them. `tokens` ends with the window."""
+        lo = block_start(start, self._block_length)
+        end = len(tokens)
+        if end - lo > self._block_length:
+            raise EngineError(f"a block-causal window must lie in one block of {self._block_length}")
+        settled = self._settled
+        if settled is None or settled.length > lo or not np.array_equal(settled.tokens, tokens[: settled.length]):
+            settled = _Settled(np.empty(0, dtype=np.int64), None, None)
+        while settled.length < lo:
+            upto = min(lo, block_start(settled.length, self._block_length) + self._block_length)
+            hidden, computed = self._run(tokens, settled.length, upto, settled.context)
+            settled = settled.extended(tokens[:upto], computed, hidden[:, -1:])
+            self.clean_passes += 1
+        self._settled = settled
+        hidden, _ = self._run(tokens, lo, end, settled.context)
+        self.cached_passes += 1
+        first_row, last_row = start - self.shift, end - self.shift
+        if first_row >= lo:
+            return self._rows(hidden[:, first_row - lo : last_row - lo])
+        # A block's first prediction sits on the settled block's last row (shifted logits): fixed since
+        # that block's clean pass.
+        if settled.last_hidden is None:
+            raise EngineError("a model that shifts its logits needs at least one token before the canvas")
+        return self._rows(torch.cat((settled.last_hidden, hidden[:, : last_row - lo]), dim=1))
+
     def _window_valid(self, tokens: np.ndarray, start: int, end: int) -> bool:
         window = self._window
         if window is None or window.start != start or window.end != end or len(window.tokens) != len(tokens):
@@ -153,11 +222,11 @@ class TorchDiffusionBackend:
         )
 
     def _run(
-        self, tokens: np.ndarray, lo: int, hi: int, context: list[LayerKV] | None
+        self, tokens: np.ndarray, lo: int, hi: int, context: list[LayerKV] | None, mask: Mask = None
     ) -> tuple[torch.Tensor, list[LayerKV]]:
         ids = torch.from_numpy(tokens[lo:hi]).to(self.device)[None, :]
         positions = torch.arange(lo, hi, device=self.device)
-        return self.loaded.model(ids, positions, context)
+        return self.loaded.model(ids, positions, context, mask)
 
     def _rows(self, hidden: torch.Tensor) -> np.ndarray:
         return self.loaded.model.logits(hidden)[0].float().cpu().numpy()

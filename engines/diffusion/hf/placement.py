@@ -53,9 +53,11 @@ class Placement:
 def module_sizes(spec: TransformerSpec, dtype_bytes: int, quantization: str) -> list[tuple[str, int]]:
     """Bytes each top-level part takes once loaded, in the order the forward pass runs them."""
     kv_width = spec.kv_heads * spec.head_dim
-    linear = 2 * spec.width * spec.width + 2 * kv_width * spec.width + 3 * spec.ffn * spec.width
+    # Queries and the output projection are heads x head_dim wide, which Qwen3 (SDAR) lets differ from width.
+    linear = 2 * spec.attention_width * spec.width + 2 * kv_width * spec.width + 3 * spec.ffn * spec.width
     per_weight = {"nf4": NF4_BYTES, "int8": INT8_BYTES}.get(quantization, float(dtype_bytes))
-    block = int(linear * per_weight) + dtype_bytes * (2 * spec.width + (spec.width + 2 * kv_width) * spec.qkv_bias)
+    small = 2 * spec.width + (spec.attention_width + 2 * kv_width) * spec.qkv_bias  # norms, biases
+    block = int(linear * per_weight) + dtype_bytes * small
     sizes = [("embed", spec.vocab_size * spec.width * dtype_bytes)]
     sizes += [(f"blocks.{i}", block) for i in range(spec.layers)]
     sizes.append(("norm", spec.width * dtype_bytes))
