@@ -49,9 +49,13 @@ def test_a_converted_checkpoint_drafts_on_llama_cpp_as_on_torch(tmp_path: Path, 
     llama = LlamaDiffusionBackend(path, LlamaDiffusionSettings(n_ctx=512, cache="dual"))
     assert llama.cache_mode == "block" and "block-causally" in llama.cache_note
     assert llama.instruction_tokens(INSTRUCTION) == torch_backend.instruction_tokens(INSTRUCTION)
-    for block, steps in ((spec.block_causal_length, 12), (8, 6)):
-        settings = DiffusionSettings.reference(steps=steps, block_length=block, stop_at_eos=False)
-        assert passes(llama, settings) == passes(torch_backend, settings), (architecture, block)
+    for block, steps, sampler in ((spec.block_causal_length, 12, "sharpen"), (8, 6, "sharpen"), (8, 12, architecture)):
+        # The authors' own loop too (SDAR's dynamic threshold, Fast-dLLM v2's sub-blocks and first token).
+        threshold = 0.5 if sampler != "sharpen" else None
+        settings = DiffusionSettings.reference(
+            steps=steps, block_length=block, stop_at_eos=False, sampler=sampler, threshold=threshold, sub_block=4
+        )
+        assert passes(llama, settings) == passes(torch_backend, settings), (architecture, block, sampler)
     decoding = file_decoding(path)
     assert decoding == file_decoding(folder) and decoding["block_length"] == spec.block_causal_length
     assert decoding["sampler"] == architecture
