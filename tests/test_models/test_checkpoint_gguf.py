@@ -13,8 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fixture_checkpoints import random_weights, write_checkpoint
+from hub_server import FakeHub, HubFile
 
 from app.cli import main
+from app.paths import sharpen_paths
 from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.hf.backend import TorchDiffusionBackend, TorchDiffusionSettings
 from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
@@ -94,3 +96,38 @@ def test_converting_a_model_with_a_gguf_of_its_own_is_one_line(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("sharpen: error:") and "block-causal" in err[0]
     assert not (tmp_path / "x.gguf").exists()
+
+
+def test_an_sdar_model_from_pull_to_a_draft_on_each_backend(
+    hub: FakeHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As a user goes: pull a block-causal checkpoint from the Hub (its remote code never runs), draft with it
+    on torch, convert it by name, and draft with the GGUF on llama.cpp; each draft runs the model's own
+    block length and its authors' loop, from the catalogue entry and then from the GGUF's metadata."""
+    folder = write_checkpoint(tmp_path / "sdar", "sdar", weights=random_weights("sdar", seed=10))
+    files = {p.name: HubFile(p.read_bytes(), lfs=p.suffix == ".safetensors") for p in folder.iterdir()}
+    files["modeling_sdar.py"] = HubFile(b"raise SystemExit('remote code must never run')", lfs=False)
+    hub.add("acme/tiny-sdar", files)
+    config = sharpen_paths().config_file
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(
+        '[catalogue.tiny-sdar]\nrole = "draft"\nengine = "torch-diffusion"\nbackend = "torch"\n'
+        'source = "hf:acme/tiny-sdar"\nformat = "hf-safetensors"\nquantization = "none"\n'
+        'decoding_threshold = 0.85\ndecoding_block_length = 4\ndecoding_sampler = "sdar"\n',
+        encoding="utf-8",
+    )
+    assert main(["models", "pull", "tiny-sdar"]) == 0
+    assert main(["models", "use", "tiny-sdar", "--for", "draft"]) == 0
+    drafted = []
+    for _ in range(2):
+        capsys.readouterr()
+        assert main(["draft", "Write a note to Sam.", "--tokens", "16", "--engine", "diffusion", "--json"]) == 0
+        drafted.append(json.loads(capsys.readouterr().out))
+        target = tmp_path / "sdar.gguf"
+        if not target.exists():
+            assert main(["models", "convert", "tiny-sdar", "--out", str(target)]) == 0
+            assert main(["config", "set", "models.draft", str(target)]) == 0
+    for payload in drafted:
+        assert payload["cache"] == "block" and payload["settings"]["block_length"] == 4
+        assert payload["settings"]["sampler"] == "sdar" and payload["settings"]["threshold"] == 0.85
+    assert [payload["model"] for payload in drafted] == ["tiny-sdar", "sdar.gguf"]
