@@ -69,6 +69,12 @@ class CompleteSection:
 class ChatSection:
     max_tokens: int = option(256, "longest reply to an instruction, in tokens", between(1, 8192))
     temperature: float = option(0.0, "sampling temperature for instructions; 0 is greedy", between(0.0, 2.0))
+    no_repeat_ngram: int = option(
+        3,
+        "AR replies and drafts never generate a run of this many tokens twice (a local model's); 0 is off",
+        between(0, 16),
+        metavar="N",
+    )
 
 
 @dataclass(frozen=True)
@@ -111,7 +117,11 @@ class DiffusionSection(DiffusionSettings):
 
 @dataclass(frozen=True)
 class RouterSection:
-    policy: Policy = option("design", "design (AR for completions, diffusion for drafts), fastest, or quality")
+    policy: Policy = option(
+        "measured",
+        "measured (a draft goes to the engine estimated faster among those whose measured drafts pass the quality "
+        "gate), design (diffusion for every draft that fits the latency budget), fastest, or quality",
+    )
     quality: Quality = option("balanced", "refinement passes per draft token: fast, balanced or best")
     auto_calibrate: bool = option(
         True, "measure a draft model in the background (a few seconds) the first time the editor drafts with it"
@@ -123,8 +133,20 @@ class RouterSection:
     )
     quality_margin: float = option(
         0.3,
-        "under design, drafts go to AR when the draft model's measured drafts sit more than this behind AR's "
-        "(0: AR's own drafts, 1: shuffled words; the catalogue's drafts_position)",
+        "under measured and design, drafts go to AR when the draft model's measured drafts sit more than this "
+        "behind AR's (0: AR's own drafts, 1: shuffled words; the catalogue's drafts_position)",
+        between(0.0, 1.0),
+    )
+    on_topic_margin: float = option(
+        0.1,
+        "under measured, drafts go to AR when the draft model is on topic for a smaller share of unseen "
+        "instructions than AR's, by more than this (the catalogue's drafts_on_topic)",
+        between(0.0, 1.0),
+    )
+    repeats_margin: float = option(
+        0.05,
+        "under measured, drafts go to AR when a larger share of the draft model's word 3-grams repeat than of "
+        "AR's, by more than this (the catalogue's drafts_repeats)",
         between(0.0, 1.0),
     )
 

@@ -33,7 +33,7 @@ from engines.llama_load import gpu_offload_available
 from engines.messages import Instruction
 from engines.options import options
 from engines.threads import available_cores
-from models.catalogue import ResolvedModel
+from models.catalogue import CatalogueEntry, ResolvedModel
 from models.decoding import file_decoding
 from models.errors import ModelError, UnsupportedModel
 from models.hf_checkpoint import inspect_checkpoint, is_checkpoint_folder
@@ -116,15 +116,23 @@ class SharpenService:
     ) -> Reply:
         """Answer an instruction (or a conversation) through the AR model's chat template."""
         tokens = self.config.chat.max_tokens if max_tokens is None else max_tokens
-        sampling = self._sampling(self.config.chat.temperature, temperature, top_p, seed)
+        sampling = self._sampling(
+            self.config.chat.temperature, temperature, top_p, seed, self.config.chat.no_repeat_ngram
+        )
         opener = self._answer(instruction, tokens, sampling, cancel, stop)
         return Reply(self._ar_route(tokens, "instructions are AR"), opener, tokens=tokens, kind="chat")
 
     @staticmethod
     def _sampling(
-        configured: float, temperature: float | None, top_p: float | None = None, seed: int | None = None
+        configured: float,
+        temperature: float | None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        no_repeat_ngram: int = 0,
     ) -> Sampling:
-        chosen = Sampling(temperature=configured if temperature is None else temperature, seed=seed)
+        chosen = Sampling(
+            temperature=configured if temperature is None else temperature, seed=seed, no_repeat_ngram=no_repeat_ngram
+        )
         return chosen if top_p is None else replace(chosen, top_p=top_p)
 
     def draft(self, request: DraftRequest, *, cancel: CancelToken | None = None) -> Reply:
@@ -141,6 +149,7 @@ class SharpenService:
             overrides.get("temperature"),
             overrides.get("top_p"),
             overrides.get("seed"),
+            self.config.chat.no_repeat_ngram,
         )
 
         def on_ar(engine: AREngine) -> Iterator[Event]:
@@ -485,23 +494,37 @@ class SharpenService:
         return present
 
     def quality_gap(self, present: Mapping[EngineName, str]) -> QualityGap | None:
-        """How far the draft model's measured drafts sit behind the AR model's, where the catalogue measured
-        the draft model (the AR model counts as its own drafts, 0, unless it was measured too)."""
+        """How the draft model's measured drafts compare with the AR model's, where the catalogue measured the
+        draft model (the AR model's position counts as its own drafts, 0, unless it was measured too)."""
         if "ar" not in present or "diffusion" not in present:
             return None
-        positions: dict[EngineName, float] = {}
-        engines: tuple[EngineName, ...] = ("ar", "diffusion")
-        for engine in engines:
-            try:
-                entry = self.models.resolve(present[engine]).entry
-            except ModelError:
-                entry = None
-            if entry is not None and entry.drafts_position >= 0:
-                positions[engine] = entry.drafts_position
-        if "diffusion" not in positions:
+        ar, draft = (self._entry(present[engine]) for engine in ("ar", "diffusion"))
+        if draft is None or max(draft.drafts_position, draft.drafts_on_topic, draft.drafts_repeats) < 0:
             return None
-        behind = positions["diffusion"] - positions.get("ar", 0.0)
-        return QualityGap(present["diffusion"], behind, self.config.router.quality_margin)
+        router = self.config.router
+
+        def measured(entry: CatalogueEntry | None, figure: str) -> float | None:
+            value = -1.0 if entry is None else float(getattr(entry, figure))
+            return None if value < 0 else value
+
+        behind = (measured(draft, "drafts_position") or 0.0) - (measured(ar, "drafts_position") or 0.0)
+        return QualityGap(
+            present["diffusion"],
+            behind,
+            router.quality_margin,
+            on_topic=measured(draft, "drafts_on_topic"),
+            ar_on_topic=measured(ar, "drafts_on_topic"),
+            on_topic_margin=router.on_topic_margin,
+            repeats=measured(draft, "drafts_repeats"),
+            ar_repeats=measured(ar, "drafts_repeats"),
+            repeats_margin=router.repeats_margin,
+        )
+
+    def _entry(self, name: str) -> CatalogueEntry | None:
+        try:
+            return self.models.resolve(name).entry
+        except ModelError:
+            return None
 
     def base_plan(self, settings: DiffusionSettings | None = None) -> DiffusionPlan:
         chosen = settings or self.draft_settings()

@@ -15,7 +15,7 @@ Each row's position puts its median log-perplexity between SmolLM2's own drafts 
 words (1); on topic is the share of drafts that name a word of the instruction's subject.
 
     .venv/bin/python bench/embedded_quality.py [--set templated|unseen] [--model GGUF] [--eos in_order|free|last]
-        [--spacing 3] [--prompts 20] [--rows "K=N/4" ...]
+        [--spacing 3] [--prompts 20] [--rows "K=N/4" ...] [--no-repeat-ngram 3 4]
 
 --model takes a diffusion GGUF or one of Sharpen's LoRA adapters (models/adapted.py), which runs on the
 embedded SmolLM2 file.
@@ -36,6 +36,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import describe_machine
 
+from engines.ar_engine import Sampling
 from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
 from engines.diffusion.settings import EOS_RULES, DiffusionSettings
@@ -109,6 +110,22 @@ def main() -> None:
         "--spacing", type=int, default=3, help="spacing of the K rows (Sharpen's default, diffusion.spacing, is 3)"
     )
     parser.add_argument("--rows", nargs="+", default=None, help='only these rows, e.g. "K=N/4" "threshold 0.9"')
+    parser.add_argument(
+        "--no-repeat-ngram",
+        type=int,
+        nargs="*",
+        default=[],
+        metavar="N",
+        help='rows "K=N/2 nr N" and "K=N/4 nr N" too: no n-gram of N tokens repeated (diffusion.no_repeat_ngram)',
+    )
+    parser.add_argument(
+        "--ar-no-repeat-ngram",
+        type=int,
+        nargs="*",
+        default=[],
+        metavar="N",
+        help='rows "AR nr N" too: SmolLM2 with no n-gram of N tokens repeated (chat.no_repeat_ngram)',
+    )
     args = parser.parse_args()
     eos = args.eos
     pairs = prompts_of(args.prompt_set, args.prompts)
@@ -130,12 +147,18 @@ def main() -> None:
         for name, spacing in ((f"K=N/{divisor}", args.spacing), (f"K=N/{divisor} (ref)", 0)):
             variants[name] = DiffusionSettings.reference(steps=N // divisor, block_length=32, eos=eos, spacing=spacing)
     variants["threshold 0.9"] = DiffusionSettings.reference(threshold=0.9, block_length=32, eos=eos)
+    for n in args.no_repeat_ngram:
+        for divisor in (2, 4):
+            variants[f"K=N/{divisor} nr {n}"] = DiffusionSettings.reference(
+                steps=N // divisor, block_length=32, eos=eos, spacing=args.spacing, no_repeat_ngram=n
+            )
     if args.rows:
         unknown = set(args.rows) - set(variants)
         if unknown:
             parser.error(f"unknown rows {sorted(unknown)}; choose from {list(variants)}")
         variants = {name: settings for name, settings in variants.items() if name in args.rows}
-    names = [*variants, "SmolLM2 (AR)", "shuffled words"]
+    ar_rules = {f"AR nr {n}": Sampling(no_repeat_ngram=n) for n in args.ar_no_repeat_ngram}
+    names = [*variants, "SmolLM2 (AR)", *ar_rules, "shuffled words"]
     scores: dict[str, list[float]] = {name: [] for name in names}
     repeats: dict[str, list[float]] = {name: [] for name in names}
     words_out: dict[str, list[int]] = {name: [] for name in names}
@@ -158,6 +181,13 @@ def main() -> None:
             repeats[name].append(repeated_trigrams(done.text))
             words_out[name].append(len(done.text.split()))
             samples.setdefault(name, f"{instruction}\n  -> {done.text.strip()[:300]}")
+        for name, sampling in ar_rules.items():
+            text = [e for e in ar.chat(instruction, max_tokens=N, sampling=sampling) if isinstance(e, Done)][-1].text
+            scores[name].append(scored(scorer, ar, instruction, text)[0])
+            repeats[name].append(repeated_trigrams(text))
+            words_out[name].append(len(text.split()))
+            topical[name].append(on_topic(text, topic_words))
+            samples.setdefault(name, f"{instruction}\n  -> {text.strip()[:300]}")
         ar_text = [e for e in ar.chat(instruction, max_tokens=N) if isinstance(e, Done)][-1].text
         words = ar_text.split()
         rng.shuffle(words)

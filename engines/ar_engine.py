@@ -15,11 +15,13 @@ TrimPolicy = Literal["left", "error"]
 
 @dataclass(frozen=True)
 class Sampling:
-    """How tokens are drawn: temperature 0 is greedy; a seed repeats a sampled reply (None: a fresh draw)."""
+    """How tokens are drawn: temperature 0 is greedy; a seed repeats a sampled reply (None: a fresh draw);
+    `no_repeat_ngram` n > 1: no run of n tokens is generated twice (engines/repeats.py; a local engine's)."""
 
     temperature: float = 0.0
     top_p: float = 0.95
     seed: int | None = None
+    no_repeat_ngram: int = 0
 
 
 GREEDY = Sampling()

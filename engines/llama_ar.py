@@ -19,6 +19,7 @@ from engines.events import Done, Event, FinishReason, GenerationStats, Token
 from engines.llama_batched import BatchedReply, greedy_replies
 from engines.llama_load import ContextShape, open_llama, use_threads
 from engines.messages import Instruction, is_blank
+from engines.repeats import NoRepeatNgram
 from engines.stops import StopScanner
 from engines.threads import FOREGROUND, threads_for
 from models.errors import UnsupportedModel
@@ -255,7 +256,14 @@ class LlamaAREngine:
             kept_seed = self._llama._seed
             if sampling.seed is not None:
                 self._llama.set_seed(sampling.seed)
-            stream = self._llama.generate(tokens, temp=sampling.temperature, top_k=40, top_p=sampling.top_p, min_p=0.05)
+            rules = (
+                llama_cpp.LogitsProcessorList([NoRepeatNgram(sampling.no_repeat_ngram, len(tokens))])
+                if sampling.no_repeat_ngram > 1
+                else None
+            )
+            stream = self._llama.generate(
+                tokens, temp=sampling.temperature, top_k=40, top_p=sampling.top_p, min_p=0.05, logits_processor=rules
+            )
             try:
                 for token_id in stream:
                     if first_token_at is None:

@@ -59,6 +59,11 @@ class CatalogueEntry:
     # (bench/embedded_quality.py --set unseen): their median log-perplexity placed between the embedded
     # AR model's own drafts (0) and the same words shuffled (1). -1: not measured.
     drafts_position: float = -1.0
+    # On the same drafts: the share that name a word of the instruction's subject, and the share of word
+    # 3-grams that repeat (an AR model's too: its own drafts are what a draft model is held against). -1: not
+    # measured.
+    drafts_on_topic: float = -1.0
+    drafts_repeats: float = -1.0
     builtin: bool = True
 
     @property
@@ -137,6 +142,9 @@ def entry_from_table(name: str, table: Any, where: str, *, builtin: bool) -> Cat
         problems.append(
             "drafts_position must be -1 (not measured) or from 0 (AR's own drafts) to 2 (1 is shuffled words)"
         )
+    for name, share in (("drafts_on_topic", entry.drafts_on_topic), ("drafts_repeats", entry.drafts_repeats)):
+        if share != -1.0 and not 0.0 <= share <= 1.0:
+            problems.append(f"{name} must be -1 (not measured) or a share from 0 to 1")
     if entry.decoding_block_length < 0:
         problems.append("decoding_block_length must be at least 0 (0: the built-in default)")
     if entry.sha256 and (len(entry.sha256) != 64 or any(c not in "0123456789abcdef" for c in entry.sha256)):

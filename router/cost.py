@@ -107,15 +107,23 @@ def _estimate_block_causal(
     return Estimate("diffusion", seconds, detail)
 
 
-def crossover_tokens(
-    profile: CostProfile, plan_for: Callable[[int], DiffusionPlan], prompt_tokens: int = 32, limit: int = 4096
-) -> int | None:
-    """The shortest output length at which diffusion is estimated faster than AR, if any up to `limit`."""
-    for n in range(1, limit + 1):
-        plan = plan_for(n)
-        if (
-            estimate_diffusion(n, prompt_tokens, 0, plan, profile.diffusion).seconds
+def diffusion_faster(
+    profile: CostProfile,
+    plan_for: Callable[[int], DiffusionPlan],
+    shortest: int,
+    prompt_tokens: int = 32,
+    longest: int = 4096,
+) -> list[tuple[int, int]]:
+    """The output lengths from `shortest` to `longest` at which diffusion is estimated faster than AR, as
+    ranges [first, last] (the estimates the router compares: it may win only between two lengths)."""
+    ranges: list[tuple[int, int]] = []
+    for n in range(shortest, longest + 1):
+        faster = (
+            estimate_diffusion(n, prompt_tokens, 0, plan_for(n), profile.diffusion).seconds
             < estimate_ar(n, prompt_tokens, profile.ar).seconds
-        ):
-            return n
-    return None
+        )
+        if faster and ranges and ranges[-1][1] == n - 1:
+            ranges[-1] = (ranges[-1][0], n)
+        elif faster:
+            ranges.append((n, n))
+    return ranges

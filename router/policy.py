@@ -32,7 +32,7 @@ def decide(
     profile: CostProfile,
     models: Mapping[EngineName, str],
     base_plan: DiffusionPlan,
-    policy: Policy = "design",
+    policy: Policy = "measured",
     quality_gap: QualityGap | None = None,
 ) -> Route:
     """Choose an engine for `request` among those whose model is present (`models`: engine -> model name).
@@ -96,6 +96,8 @@ def _choose(
             "refines the whole draft with both sides in view" if request.kind == "infill" else "refines the whole draft"
         )
         return "diffusion", f"quality: diffusion {why}"
+    if policy == "measured":  # the figures are of drafts: a rewrite (infill) goes by the estimates alone
+        return _measured(estimates, quality_gap if request.kind == "draft" else None, request.kind)
     if request.kind == "draft" and quality_gap is not None and quality_gap.behind > quality_gap.margin:
         return "ar", (
             f"{quality_gap.draft_model}'s drafts sit {quality_gap.behind:.2f} behind AR's on instructions it never "
@@ -109,6 +111,25 @@ def _choose(
     return (
         "diffusion",
         f"{request.kind}s of {request.output_tokens} tokens go to diffusion (estimated {diffusion:.1f} s)",
+    )
+
+
+def _measured(
+    estimates: dict[EngineName, Estimate], quality_gap: QualityGap | None, kind: str
+) -> tuple[EngineName, str]:
+    """The engine estimated faster among those whose measured drafts pass the gate (AR's always do)."""
+    failure = quality_gap.failure() if quality_gap is not None else None
+    if failure is not None:
+        return "ar", f"{failure}: AR"
+    ar, diffusion = estimates["ar"].seconds, estimates["diffusion"].seconds
+    winner: EngineName = "diffusion" if diffusion < ar else "ar"
+    if quality_gap is not None:
+        gate = "its measured drafts pass the quality gate"
+    else:
+        gate = "its drafts are not measured" if kind == "draft" else "its rewrites are not measured"
+    return winner, (
+        f"{_label(winner)} estimated faster: {min(ar, diffusion):.1f} s against {max(ar, diffusion):.1f} s "
+        f"(the draft model: {gate})"
     )
 
 

@@ -7,10 +7,10 @@ from typing import Any, Literal
 
 Kind = Literal["complete", "draft", "infill", "chat"]
 EngineName = Literal["ar", "diffusion"]
-Policy = Literal["design", "fastest", "quality"]
+Policy = Literal["measured", "design", "fastest", "quality"]
 Quality = Literal["fast", "balanced", "best"]
 KINDS: tuple[Kind, ...] = ("complete", "draft", "infill", "chat")
-POLICIES: tuple[Policy, ...] = ("design", "fastest", "quality")
+POLICIES: tuple[Policy, ...] = ("measured", "design", "fastest", "quality")
 QUALITIES: tuple[Quality, ...] = ("fast", "balanced", "best")
 ENGINES: tuple[EngineName, ...] = ("ar", "diffusion")
 
@@ -35,12 +35,41 @@ class Request:
 
 @dataclass(frozen=True)
 class QualityGap:
-    """How far the draft model's measured drafts sit behind the AR model's (models/catalogue.py
-    drafts_position: 0 AR's own drafts, 1 shuffled words), and the most the design policy accepts."""
+    """How the draft model's measured drafts compare with the AR model's on instructions neither saw
+    (models/catalogue.py: drafts_position, 0 AR's own drafts and 1 shuffled words; drafts_on_topic;
+    drafts_repeats, the share of repeated word 3-grams), and the margins the policies accept. A figure is
+    None where it was not measured."""
 
     draft_model: str
-    behind: float
+    behind: float  # in position
     margin: float
+    on_topic: float | None = None
+    ar_on_topic: float | None = None
+    on_topic_margin: float = 0.1
+    repeats: float | None = None
+    ar_repeats: float | None = None
+    repeats_margin: float = 0.05
+
+    def failure(self) -> str | None:
+        """The first measured figure on which the draft model falls further behind AR's than its margin, in
+        words; None where every measured one is within (the measured policy's gate)."""
+        if self.behind > self.margin:
+            return (
+                f"{self.draft_model}'s drafts sit {self.behind:.2f} behind AR's on instructions it never saw "
+                f"(0: AR's own, 1: shuffled words), more than router.quality_margin ({self.margin:.2f})"
+            )
+        on_topic, ar_on_topic, repeats, ar_repeats = self.on_topic, self.ar_on_topic, self.repeats, self.ar_repeats
+        if on_topic is not None and ar_on_topic is not None and on_topic < ar_on_topic - self.on_topic_margin:
+            return (
+                f"{self.draft_model} is on topic for {on_topic:.0%} of instructions it never saw against AR's "
+                f"{ar_on_topic:.0%}, more than router.on_topic_margin ({self.on_topic_margin:.0%}) behind"
+            )
+        if repeats is not None and ar_repeats is not None and repeats > ar_repeats + self.repeats_margin:
+            return (
+                f"{repeats:.0%} of {self.draft_model}'s word 3-grams repeat against AR's {ar_repeats:.0%}, more "
+                f"than router.repeats_margin ({self.repeats_margin:.0%}) over"
+            )
+        return None
 
 
 @dataclass(frozen=True)
@@ -59,7 +88,7 @@ class Route:
     settings: dict[str, Any]
     estimates: dict[EngineName, Estimate] = field(default_factory=dict)
     reason: str = ""
-    policy: Policy = "design"
+    policy: Policy = "measured"
 
     def as_json(self) -> dict[str, Any]:
         return {

@@ -57,10 +57,13 @@ def llada_config(**overrides: object) -> dict[str, object]:
     return config
 
 
-def dream_config(**overrides: object) -> dict[str, object]:
+def _qwen_config(
+    architecture: str, model_type: str, layout: dict[str, object], overrides: dict[str, object]
+) -> dict[str, object]:
+    """A config in the Qwen2 family's keys (Dream, SDAR's Qwen3, Fast-dLLM v2's Qwen2.5)."""
     config: dict[str, object] = {
-        "architectures": ["DreamModel"],
-        "model_type": "Dream",
+        "architectures": [architecture],
+        "model_type": model_type,
         "hidden_size": WIDTH,
         "num_attention_heads": HEADS,
         "num_key_value_heads": KV_HEADS_DREAM,
@@ -68,67 +71,40 @@ def dream_config(**overrides: object) -> dict[str, object]:
         "intermediate_size": FFN,
         "vocab_size": VOCAB,
         "rope_theta": 10000.0,
-        "rms_norm_eps": 1e-5,
-        "tie_word_embeddings": False,
-        "mask_token_id": MASK_ID,
         "max_position_embeddings": 512,
         "eos_token_id": 2,
         "torch_dtype": "float32",
     }
-    config.update(overrides)
-    return config
+    return config | layout | overrides
+
+
+def dream_config(**overrides: object) -> dict[str, object]:
+    layout: dict[str, object] = {"rms_norm_eps": 1e-5, "tie_word_embeddings": False, "mask_token_id": MASK_ID}
+    return _qwen_config("DreamModel", "Dream", layout, overrides)
+
+
+# The switches SDAR's and Fast-dLLM v2's configs carry, at the values Sharpen computes.
+QWEN_SWITCHES: dict[str, object] = {
+    "hidden_act": "silu",
+    "rope_scaling": None,
+    "rms_norm_eps": 1e-6,
+    "use_sliding_window": False,
+}
 
 
 def sdar_config(**overrides: object) -> dict[str, object]:
-    config: dict[str, object] = {
-        "architectures": ["SDARForCausalLM"],
-        "model_type": "sdar",
-        "hidden_size": WIDTH,
-        "num_attention_heads": HEADS,
-        "num_key_value_heads": KV_HEADS_DREAM,
+    layout = QWEN_SWITCHES | {
         "head_dim": SDAR_HEAD_DIM,
-        "num_hidden_layers": LAYERS,
-        "intermediate_size": FFN,
-        "vocab_size": VOCAB,
-        "hidden_act": "silu",
-        "rope_theta": 10000.0,
-        "rope_scaling": None,
-        "rms_norm_eps": 1e-6,
         "attention_bias": False,
-        "use_sliding_window": False,
         "tie_word_embeddings": False,
-        "max_position_embeddings": 512,
         "block_size": 4,
-        "eos_token_id": 2,
-        "torch_dtype": "float32",
     }
-    config.update(overrides)
-    return config
+    return _qwen_config("SDARForCausalLM", "sdar", layout, overrides)
 
 
 def fast_dllm_v2_config(**overrides: object) -> dict[str, object]:
-    config: dict[str, object] = {
-        "architectures": ["Fast_dLLM_QwenForCausalLM"],
-        "model_type": "Fast_dLLM_Qwen",
-        "hidden_size": WIDTH,
-        "num_attention_heads": HEADS,
-        "num_key_value_heads": KV_HEADS_DREAM,
-        "num_hidden_layers": LAYERS,
-        "intermediate_size": FFN,
-        "vocab_size": VOCAB,
-        "hidden_act": "silu",
-        "rope_theta": 10000.0,
-        "rope_scaling": None,
-        "rms_norm_eps": 1e-6,
-        "use_sliding_window": False,
-        "tie_word_embeddings": True,
-        "max_position_embeddings": 512,
-        "bd_size": 32,
-        "eos_token_id": 2,
-        "torch_dtype": "float32",
-    }
-    config.update(overrides)
-    return config
+    layout = QWEN_SWITCHES | {"tie_word_embeddings": True, "bd_size": 32}
+    return _qwen_config("Fast_dLLM_QwenForCausalLM", "Fast_dLLM_Qwen", layout, overrides)
 
 
 CONFIGS = {"llada": llada_config, "dream": dream_config, "sdar": sdar_config, "fast_dllm_v2": fast_dllm_v2_config}

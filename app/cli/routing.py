@@ -9,8 +9,8 @@ import sys
 from app.cli.common import Command, checked_flag, engine_label, service, setting_flag
 from app.config import at_least
 from router.calibration import QUICK, CalibrationSizes
-from router.cost import DiffusionPlan, crossover_tokens
-from router.policy import diffusion_plan
+from router.cost import DiffusionPlan, diffusion_faster
+from router.policy import SHORT_OUTPUT_TOKENS, diffusion_plan
 from router.profile import render_profile
 from router.request import ENGINES, KINDS, POLICIES, QUALITIES, Request
 
@@ -105,11 +105,14 @@ def calibrate(args: argparse.Namespace) -> int:
     def plan_for(n: int) -> DiffusionPlan:
         return diffusion_plan(Request("draft", n, quality=quality), base)
 
-    crossover = crossover_tokens(profile, plan_for)
-    if crossover is None:
-        print("# diffusion is not estimated faster than AR for any output length up to 4096 tokens here")
+    longest = 4096
+    faster = diffusion_faster(profile, plan_for, SHORT_OUTPUT_TOKENS, longest=longest)
+    drafts = f"drafts of {SHORT_OUTPUT_TOKENS} to {longest} tokens (after a 32-token prompt, at quality {quality})"
+    if not faster:
+        print(f"# diffusion is not estimated faster than AR for any of the {drafts}")
     else:
-        print(f"# diffusion is estimated faster than AR from {crossover} output tokens on")
+        spans = ", ".join(f"{lo}+" if hi == longest else f"{lo}-{hi}" for lo, hi in faster)
+        print(f"# diffusion is estimated faster than AR at {spans} tokens, of the {drafts}")
     return 0
 
 

@@ -117,7 +117,7 @@ class LlamaDiffusionBackend:
         )
         self._batch = _internals.LlamaBatch(n_tokens=self.context_length, embd=0, n_seq_max=1, verbose=False)
         self.decoded_rows = 0  # positions decoded, over every pass of every draft (the probe's too)
-        # Why the cache is a lesser one than the settings ask for ("" when it is the one asked for).
+        # Why the cache is not the one the settings ask for ("" when it is).
         self.cache_note = ""
         self.cache_mode = self._usable_cache()
         # What the cache holds keys and values for: the tokens before the window, the window's rows, and
@@ -167,7 +167,8 @@ class LlamaDiffusionBackend:
             wanted = "block"
         if wanted == "none":
             return "none"
-        if wanted in ("dual", "block"):
+        if wanted == "dual" or (wanted == "block" and not self.gguf.block_causal_length):
+            # Dual runs only where llama.cpp fills gaps; block gives way to it for drafts with text after them.
             _Build.fills_gaps = self._fills_gaps()
             if wanted == "dual" and not _Build.fills_gaps:
                 self.cache_note = NO_DUAL_CACHE

@@ -19,6 +19,7 @@ from engines.diffusion.schedule import block_commits, even_split, timestep_commi
 from engines.diffusion.scoring import Proposals, propose
 from engines.diffusion.settings import DiffusionSettings, EosRule
 from engines.events import MASKED_PIECE, DiffusionStats, Done, FinishReason, Pass
+from engines.repeats import ban_repeats
 from engines.threads import FOREGROUND
 
 UNCACHED_TIMESTEP = (
@@ -161,6 +162,9 @@ class DiffusionSampler:
                 rows = logits[step.masked - step.ask[0]]
                 # A committed mask token would leave its position masked for ever: never propose it.
                 rows[:, canvas.mask] = -np.inf
+                if settings.no_repeat_ngram:
+                    settled = canvas.tokens != canvas.mask
+                    ban_repeats(rows, canvas.tokens, settled, step.masked, settings.no_repeat_ngram)
                 if settings.sampler == "sharpen":
                     proposals = propose(
                         rows,

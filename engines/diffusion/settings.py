@@ -78,6 +78,14 @@ class DiffusionSettings:
         between(0, 64),
         metavar="D",
     )
+    # Positions filled in parallel, or by a model unsure of itself, repeat what the draft already says ("the
+    # beauty of the beauty of"); engines/repeats.py takes such tokens out of a pass's proposals.
+    no_repeat_ngram: int = option(
+        0,
+        "a pass never proposes a token that would repeat a run of this many tokens already in the draft; 0 is off",
+        between(0, 16),
+        metavar="N",
+    )
     # Stop as soon as the settled text reaches an end-of-text token (LLaDA's reference code always
     # runs every step instead; benchmarks that measure a fixed amount of work turn this off).
     stop_at_eos: bool = True
@@ -90,9 +98,9 @@ class DiffusionSettings:
 
     @classmethod
     def reference(cls, **changes: Any) -> DiffusionSettings:
-        """LLaDA's and Dream's own behaviour (end-of-text like any token, no spacing), for comparisons
+        """LLaDA's and Dream's own behaviour (end-of-text like any token, no spacing, repeats allowed), for comparisons
         with the authors' code and for benchmarks of a fixed amount of work."""
-        reference: dict[str, Any] = {"eos": "free", "spacing": 0}
+        reference: dict[str, Any] = {"eos": "free", "spacing": 0, "no_repeat_ngram": 0}
         return cls(**(reference | changes))
 
     @classmethod
@@ -136,6 +144,8 @@ class DiffusionSettings:
             )
         if self.threshold is not None and not 0.0 < self.threshold <= 1.0:
             problems.append(f"threshold must be in (0, 1], got {self.threshold}")
+        if self.no_repeat_ngram == 1 or not 0 <= self.no_repeat_ngram <= 16:
+            problems.append(f"no_repeat_ngram must be 0 (off) or from 2 to 16, got {self.no_repeat_ngram}")
         if self.spacing < 0:
             problems.append(f"spacing must be at least 0 (0 is off), got {self.spacing}")
         if self.temperature < 0:

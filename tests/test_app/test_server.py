@@ -176,11 +176,17 @@ def test_completions_continue_a_prompt_and_fill_a_gap(base_url: str, service: Sh
     assert plain.choices[0].text == service.complete("Dear Sam, thanks for", max_tokens=8).text()
     assert sharpen_of(plain)["engine"] == "ar"
     before, after = "Dear Sam,\n\nThank you for the invitation.", "\n\nBest wishes,\nAna"
-    gap = completions.create(model="sharpen", prompt=before, suffix=after, max_tokens=48)
-    expected = service.draft(DraftRequest("infill", before=before, after=after, tokens=48))
+    routed = completions.create(model="sharpen", prompt=before, suffix=after, max_tokens=48)
+    as_routed = service.draft(DraftRequest("infill", before=before, after=after, tokens=48))
+    assert routed.choices[0].text == as_routed.text() and sharpen_of(routed)["route"]["engine"] == as_routed.engine
+    # The gap filled by diffusion, with both sides in view, as served and as streamed.
+    gap = completions.create(model="sharpen", prompt=before, suffix=after, max_tokens=48, extra_body=DIFFUSION)
+    expected = service.draft(DraftRequest("infill", before=before, after=after, tokens=48, engine="diffusion"))
     assert gap.choices[0].text == expected.text()
     assert sharpen_of(gap)["route"]["engine"] == expected.engine == "diffusion"
-    streamed = completions.create(model="sharpen", prompt=before, suffix=after, max_tokens=48, stream=True)
+    streamed = completions.create(
+        model="sharpen", prompt=before, suffix=after, max_tokens=48, stream=True, extra_body=DIFFUSION
+    )
     assert "".join(chunk.choices[0].text for chunk in streamed if chunk.choices) == expected.text()
 
 
