@@ -1,0 +1,163 @@
+"""The default drafter against the AR model, each at the settings a fresh install uses, in one run.
+
+Drafts: the unseen instructions (models/training/open_prompts.py, kinds and subjects never trained on) at
+N = 128 and 256 tokens, each drafted by both engines through the service (the engine forced, everything
+else as configured by default: the diffusion drafter's cache, K and rules, AR's loop controls), the two
+interleaved. Per engine: tokens per second and the ratio, the share on topic, the share of word 3-grams
+repeated, the position of the drafts' perplexity between SmolLM2's own greedy drafts (0) and their words
+shuffled (1; bench/embedded_quality.py's measure, on the first 128 tokens), and passes per token.
+Rewrites: paragraphs holding names and numbers (bench/data/rewrite_paragraphs.txt, written for this
+bench), each rewritten "more formal", "shorter" and "as a list" by both engines: how many of the
+selection's names and numbers the rewrite keeps.
+One llama.cpp job at a time: run it on an idle machine.
+
+    .venv/bin/python bench/drafter_vs_ar.py [--prompts 20] [--lengths 128,256] [--rewrites 6]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import re
+import statistics
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import llama_cpp
+from embedded_quality import on_topic, prompts_of, repeated_trigrams, scored
+from machine import describe_machine
+
+from app.config import load_config
+from app.paths import SharpenPaths
+from app.reply import DraftRequest
+from app.service import SharpenService
+from engines.events import DiffusionStats, GenerationStats
+from engines.llama_ar import LlamaAREngine
+from models.catalogue import resolve_model
+from router.request import EngineName
+
+PARAGRAPHS = Path(__file__).resolve().parent / "data" / "rewrite_paragraphs.txt"
+REWRITES = ("more formal", "shorter", "as a list")
+ENGINES: tuple[EngineName, ...] = ("diffusion", "ar")
+# A number: digits, with their separators; a name: a capitalised word that does not open a sentence.
+NUMBER = re.compile(r"\d[\d,.:/]*\d|\d")
+SENTENCE = re.compile(r"(?<=[.!?:])\s+|\n+")
+
+
+@dataclass
+class Tally:
+    seconds: list[float] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    passes: list[int] = field(default_factory=list)
+    topical: list[bool] = field(default_factory=list)
+    repeats: list[float] = field(default_factory=list)
+    perplexity: list[float] = field(default_factory=list)
+    kept: list[float] = field(default_factory=list)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return sum(self.tokens) / sum(self.seconds) if self.seconds else 0.0
+
+
+def facts(text: str) -> set[str]:
+    """The names and numbers of a paragraph, as a rewrite should keep them."""
+    names = {
+        word.strip(",;:.!?()'\"")
+        for sentence in SENTENCE.split(text)
+        for word in sentence.split()[1:]
+        if word[:1].isupper() and word[1:2].islower()
+    }
+    return names | set(NUMBER.findall(text))
+
+
+def run(service: SharpenService, request: DraftRequest, tally: Tally) -> str:
+    reply = service.draft(request)
+    text = reply.text()
+    assert reply.done is not None
+    stats = reply.done.stats
+    tally.seconds.append(stats.total_s)
+    tally.tokens.append(stats.generated_tokens)
+    if isinstance(stats, DiffusionStats):
+        tally.passes.append(stats.passes)
+    else:
+        assert isinstance(stats, GenerationStats)
+        tally.passes.append(stats.generated_tokens)
+    return text
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--prompts", type=int, default=20)
+    parser.add_argument("--lengths", default="128,256")
+    parser.add_argument("--rewrites", type=int, default=6, help="paragraphs to rewrite (each three ways)")
+    args = parser.parse_args()
+    print(f"machine: {describe_machine()}")
+    home = Path(tempfile.mkdtemp(prefix="sharpen-bench-"))
+    paths = SharpenPaths.under(home)
+    service = SharpenService(load_config(paths.config_file), paths)  # a fresh install's defaults
+    print(f"models: AR {service.config.models.complete}, diffusion {service.config.models.draft}; defaults")
+    scorer = llama_cpp.Llama(
+        str(resolve_model("smollm2-135m-instruct").path), n_ctx=1024, n_batch=512, logits_all=True, verbose=False
+    )
+    ar = service.ar_engine()
+    assert isinstance(ar, LlamaAREngine), "the embedded AR model scores the drafts"
+    pairs = prompts_of("unseen", args.prompts)
+    lengths = [int(n) for n in args.lengths.split(",")]
+    drafts = {(n, engine): Tally() for n in lengths for engine in ENGINES}
+    floor: list[float] = []
+    rng = random.Random(0)
+    for n in lengths:
+        for instruction, topic_words in pairs:
+            for engine in ENGINES:  # interleaved: the machine's noise falls on both alike
+                tally = drafts[n, engine]
+                text = run(service, DraftRequest("draft", instruction, tokens=n, engine=engine), tally)
+                tally.topical.append(on_topic(text, topic_words))
+                tally.repeats.append(repeated_trigrams(text))
+                tally.perplexity.append(scored(scorer, ar, instruction, text)[0])
+                if engine == "ar" and n == lengths[0]:
+                    words = text.split()
+                    rng.shuffle(words)
+                    floor.append(scored(scorer, ar, instruction, " ".join(words))[0])
+    teacher = math.log(statistics.median(drafts[lengths[0], "ar"].perplexity))
+    shuffled = math.log(statistics.median(floor))
+    print(f"\n{len(pairs)} unseen instructions; position 0: AR's drafts at N = {lengths[0]}, 1: their words shuffled")
+    print("| N | engine | tokens/s | x AR | on topic | repeated 3-grams | position | passes per token |")
+    print("|---|---|---|---|---|---|---|---|")
+    for n in lengths:
+        ar_rate = drafts[n, "ar"].tokens_per_s
+        for engine in ENGINES:
+            tally = drafts[n, engine]
+            position = (math.log(statistics.median(tally.perplexity)) - teacher) / (shuffled - teacher)
+            print(
+                f"| {n} | {engine} | {tally.tokens_per_s:.1f} | {tally.tokens_per_s / ar_rate:.2f} | "
+                f"{sum(tally.topical)} of {len(tally.topical)} | {statistics.mean(tally.repeats):.0%} | "
+                f"{position:.2f} | {sum(tally.passes) / max(1, sum(tally.tokens)):.2f} |"
+            )
+
+    paragraphs = [p.strip() for p in PARAGRAPHS.read_text(encoding="utf-8").split("===") if p.strip()]
+    rewrites = {engine: Tally() for engine in ENGINES}
+    for paragraph in paragraphs[: args.rewrites]:
+        wanted = facts(paragraph)
+        tokens = max(32, len(paragraph) // 4)
+        for instruction in REWRITES:
+            for engine in ENGINES:
+                request = DraftRequest("infill", instruction, selection=paragraph, tokens=tokens, engine=engine)
+                text = run(service, request, rewrites[engine])
+                rewrites[engine].kept.append(len(wanted & facts(text)) / len(wanted) if wanted else 1.0)
+    print(f"\n{min(args.rewrites, len(paragraphs))} paragraphs rewritten {', '.join(REWRITES)}: names and numbers kept")
+    print("| engine | kept (mean) | rewrites keeping all | tokens/s |")
+    print("|---|---|---|---|")
+    for engine in ENGINES:
+        tally = rewrites[engine]
+        whole = sum(share == 1.0 for share in tally.kept)
+        kept = statistics.mean(tally.kept)
+        print(f"| {engine} | {kept:.0%} | {whole} of {len(tally.kept)} | {tally.tokens_per_s:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
