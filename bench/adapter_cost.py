@@ -26,7 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import describe_machine
 
 from engines.diffusion.engine import DiffusionEngine
-from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
+from engines.diffusion.llama_backend import LlamaDiffusionBackend
+from engines.diffusion.load_settings import DiffusionLoadSettings
 from engines.diffusion.settings import DiffusionSettings
 from engines.events import Done
 from models.adapted import AdaptedModel, adapter_info, base_as_diffusion, verify_base, write_merged_file
@@ -63,7 +64,7 @@ def main() -> None:
         q8 = write_merged_file(model, Path(folder) / "merged-q8_0.gguf", "Q8_0")
         merge_s = time.perf_counter() - started
         q4 = write_merged_file(model, Path(folder) / "merged-q4_1.gguf", "Q4_1")
-        settings = LlamaDiffusionSettings(n_ctx=512)
+        settings = DiffusionLoadSettings(n_ctx=512)
         rows = {
             "base + adapter": LlamaDiffusionBackend(base, settings, adapter=args.adapter),
             "merged, Q8_0": LlamaDiffusionBackend(q8, settings),

@@ -36,7 +36,8 @@ from stand_in import Layout, qwen2_biases, qwen3_norms, write_stand_in
 
 from engines.diffusion.backend import CacheMode
 from engines.diffusion.engine import DiffusionEngine
-from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
+from engines.diffusion.llama_backend import LlamaDiffusionBackend
+from engines.diffusion.load_settings import DiffusionLoadSettings
 from engines.diffusion.settings import DiffusionSettings
 from engines.llama_ar import LlamaAREngine, LlamaSettings
 from models.adapted import AdaptedModel, adapter_info, base_as_diffusion, verify_base, write_merged_file
@@ -164,7 +165,7 @@ def main() -> None:
     for model in models:
         for cache in ("dual", "block"):
             backends[model.label, cache] = LlamaDiffusionBackend(
-                model.path, LlamaDiffusionSettings(n_ctx=1024, cache=cache)
+                model.path, DiffusionLoadSettings(n_ctx=1024, cache=cache)
             )
         print_row_costs(model.label, row_costs(backends[model.label, "dual"]._llama, prompt))
 

@@ -88,9 +88,9 @@ def stop_busy(processes: list[subprocess.Popen[bytes]]) -> None:
 
 
 def _service(threads: int) -> Any:
-    from app.config import config_from_flat
-    from app.paths import sharpen_paths
     from app.service import SharpenService
+    from app.storage.config import config_from_flat
+    from app.storage.paths import sharpen_paths
 
     config = config_from_flat({"ar.n_threads": threads, "diffusion.n_threads": threads})
     return SharpenService(config, sharpen_paths())
@@ -115,7 +115,7 @@ def _completions(service: Any, count: int, deadline: float) -> list[float]:
 
 
 def _draft_passes(service: Any, count: int, deadline: float, stop: threading.Event | None = None) -> list[float]:
-    from app.reply import DraftRequest
+    from app.domain.draft_request import DraftRequest
     from engines.events import DiffusionStats
 
     request = DraftRequest("draft", DRAFT_PROMPT, tokens=64, overrides={"steps": 16}, engine="diffusion")
@@ -131,11 +131,9 @@ def _draft_passes(service: Any, count: int, deadline: float, stop: threading.Eve
 
 
 def child(work: str, threads: int, count: int, priority: bool) -> dict[str, Any]:
-    if not priority:
-        from engines.threads import FOREGROUND
-
-        FOREGROUND.wait = lambda timeout=0.0: 0.0  # type: ignore[method-assign]  # the old behaviour: no yielding
     service = _service(threads)
+    if not priority:  # the old behaviour: no yielding
+        service.engines.foreground.wait = lambda timeout=0.0: 0.0
     deadline = time.monotonic() + CHILD_DEADLINE_S
     if work == "complete":
         return {"complete_s": _completions(service, count, deadline)}

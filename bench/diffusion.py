@@ -39,8 +39,9 @@ from stand_in import write_stand_in
 from engines.cancel import CancelToken
 from engines.diffusion.backend import CacheMode
 from engines.diffusion.engine import DiffusionEngine
-from engines.diffusion.hf.backend import TorchDiffusionBackend, TorchDiffusionSettings
-from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
+from engines.diffusion.hf.backend import TorchDiffusionBackend
+from engines.diffusion.llama_backend import LlamaDiffusionBackend
+from engines.diffusion.load_settings import DiffusionLoadSettings
 from engines.diffusion.sampler import DiffusionSampler
 from engines.diffusion.settings import DiffusionSettings
 from engines.events import DiffusionStats, Done, Pass
@@ -134,7 +135,9 @@ def table_sizes(args: argparse.Namespace, ar: LlamaAREngine, full: DiffusionEngi
 
 def caches(args: argparse.Namespace, cacheable_path: Path) -> None:
     def engine(mode: CacheMode) -> DiffusionEngine:
-        return DiffusionEngine(LlamaDiffusionBackend(cacheable_path, LlamaDiffusionSettings(1024, cache=mode)), mode)
+        return DiffusionEngine(
+            LlamaDiffusionBackend(cacheable_path, DiffusionLoadSettings(n_ctx=1024, cache=mode)), mode
+        )
 
     full = engine("none")
     document = DOCUMENTS.read_text().split("===\n")[0]
@@ -173,7 +176,7 @@ def main() -> None:
     print(f"machine: {describe_machine()}")
     print(f"models: {source.name} (AR) and its diffusion-form stand-ins (same weights, not trained for diffusion)")
     ar = LlamaAREngine(source, settings=LlamaSettings(n_ctx=1024))
-    full = DiffusionEngine(LlamaDiffusionBackend(llada_path, LlamaDiffusionSettings(n_ctx=1024)), "llada")
+    full = DiffusionEngine(LlamaDiffusionBackend(llada_path, DiffusionLoadSettings(n_ctx=1024)), "llada")
     if not args.only_cache:
         table_sizes(args, ar, full)
     if not args.skip_cache:
@@ -190,7 +193,7 @@ class _AgreementProbe:
         self.agreeing = self.compared = 0
         self.mask_token_id, self.eos_token_ids = cached.mask_token_id, cached.eos_token_ids
         self.vocab_size, self.context_length = cached.vocab_size, cached.context_length
-        self.cache_mode = cached.cache_mode
+        self.cache_mode, self.foreground = cached.cache_mode, cached.foreground
         self.piece, self.decode = cached.piece, cached.decode
 
     def reset(self, cache: bool = True, block_length: int = 0, suffix: bool = False) -> CacheMode:
@@ -217,7 +220,7 @@ def torch_caches() -> None:
         ("sharpen-draft (LLaDA)", trained, 512),
     ):
         backends = {
-            cache: TorchDiffusionBackend(folder, TorchDiffusionSettings(cache=cache, n_ctx=n_ctx))
+            cache: TorchDiffusionBackend(folder, DiffusionLoadSettings(cache=cache, n_ctx=n_ctx))
             for cache in ("none", "prefix", "dual")
         }
         full = backends["none"]

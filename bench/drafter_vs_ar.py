@@ -32,10 +32,10 @@ import llama_cpp
 from embedded_quality import on_topic, prompts_of, repeated_trigrams, scored
 from machine import describe_machine
 
-from app.config import load_config
-from app.paths import SharpenPaths
-from app.reply import DraftRequest
+from app.domain.draft_request import DraftRequest
 from app.service import SharpenService
+from app.storage.config import load_config
+from app.storage.paths import SharpenPaths
 from engines.events import DiffusionStats, GenerationStats
 from engines.llama_ar import LlamaAREngine
 from models.catalogue import resolve_model
@@ -104,7 +104,7 @@ def main() -> None:
     scorer = llama_cpp.Llama(
         str(resolve_model("smollm2-135m-instruct").path), n_ctx=1024, n_batch=512, logits_all=True, verbose=False
     )
-    ar = service.ar_engine()
+    ar = service.engines.ar()
     assert isinstance(ar, LlamaAREngine), "the embedded AR model scores the drafts"
     pairs = prompts_of("unseen", args.prompts)
     lengths = [int(n) for n in args.lengths.split(",")]

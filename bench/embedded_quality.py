@@ -38,7 +38,8 @@ from machine import describe_machine
 
 from engines.ar_engine import Sampling
 from engines.diffusion.engine import DiffusionEngine
-from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
+from engines.diffusion.llama_backend import LlamaDiffusionBackend
+from engines.diffusion.load_settings import DiffusionLoadSettings
 from engines.diffusion.settings import EOS_RULES, DiffusionSettings
 from engines.events import DiffusionStats, Done
 from engines.llama_ar import LlamaAREngine, LlamaSettings
@@ -134,9 +135,9 @@ def main() -> None:
     scorer = llama_cpp.Llama(str(source), n_ctx=1024, n_batch=512, logits_all=True, verbose=False)
     if is_adapter(args.model):  # Sharpen's adapted drafter: the embedded AR file with the LoRA applied
         verify_base(source, adapter_info(args.model))
-        backend = LlamaDiffusionBackend(source, LlamaDiffusionSettings(n_ctx=512), adapter=args.model)
+        backend = LlamaDiffusionBackend(source, DiffusionLoadSettings(n_ctx=512), adapter=args.model)
     else:
-        backend = LlamaDiffusionBackend(args.model, LlamaDiffusionSettings(n_ctx=512))
+        backend = LlamaDiffusionBackend(args.model, DiffusionLoadSettings(n_ctx=512))
     diffusion = DiffusionEngine(backend, "embedded")
     print(f"machine: {describe_machine()}")
     print(f"{len(pairs)} {args.prompt_set} instructions, {N}-token drafts, greedy, blocks of 32", end="; ")

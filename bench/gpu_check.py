@@ -29,7 +29,8 @@ from machine import describe_machine
 
 from engines.diffusion.backend import CacheMode
 from engines.diffusion.engine import DiffusionEngine
-from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
+from engines.diffusion.llama_backend import LlamaDiffusionBackend
+from engines.diffusion.load_settings import DiffusionLoadSettings
 from engines.diffusion.settings import DiffusionSettings
 from engines.llama_ar import LlamaAREngine, LlamaSettings
 from models.gguf_info import BLOCK_CAUSAL_KEY
@@ -118,7 +119,7 @@ def main() -> None:
     engines: dict[str, tuple[DiffusionEngine, DiffusionSettings]] = {}
     for kv_type in ("f16", "f32"):
         llama = LlamaDiffusionBackend(
-            block_path, LlamaDiffusionSettings(n_ctx=1024, n_gpu_layers=gpu_layers, cache="block", kv_type=kv_type)
+            block_path, DiffusionLoadSettings(n_ctx=1024, n_gpu_layers=gpu_layers, cache="block", kv_type=kv_type)
         )
         for block in (int(b) for b in args.blocks.split(",")):
             label = f"llama.cpp, block-causal, blocks of {block}, {kv_type} KV"
@@ -150,15 +151,15 @@ def main() -> None:
 def torch_engines(
     source: Path, folder: Path, device: str, fixed: DiffusionSettings
 ) -> dict[str, tuple[DiffusionEngine, DiffusionSettings]]:
-    from engines.diffusion.hf.backend import TorchDiffusionBackend, TorchDiffusionSettings
-    from engines.diffusion.hf.loading import TorchLoadSettings
+    from engines.diffusion.hf.backend import TorchDiffusionBackend
 
     checkpoint = dream_from_smollm2(source, folder)
-    load = TorchLoadSettings(device=device, dtype="bf16" if device == "cuda" else "fp32")
+    dtype = "bf16" if device == "cuda" else "fp32"
     engines = {}
     caches: tuple[tuple[CacheMode, int], ...] = (("dual", 32), ("block", 32), ("block", 8))
     for cache, block in caches:
-        backend = TorchDiffusionBackend(checkpoint, TorchDiffusionSettings(load=load, cache=cache, n_ctx=1024))
+        settings = DiffusionLoadSettings(device=device, dtype=dtype, cache=cache, n_ctx=1024)
+        backend = TorchDiffusionBackend(checkpoint, settings)
         label = f"torch ({device}), {cache} cache, blocks of {block}"
         engines[label] = (DiffusionEngine(backend, label), replace(fixed, block_length=block))
     return engines

@@ -28,7 +28,8 @@ from machine import describe_machine
 from stand_in import write_stand_in
 
 from engines.diffusion.engine import DiffusionEngine
-from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
+from engines.diffusion.llama_backend import LlamaDiffusionBackend
+from engines.diffusion.load_settings import DiffusionLoadSettings
 from engines.diffusion.settings import DiffusionSettings
 from models.catalogue import resolve_model
 from models.gguf_twin import write_twin
@@ -84,11 +85,11 @@ def main() -> None:
         for arch in args.archs.split(","):
             native_path = write_stand_in(source, OUT / f"smollm2-{arch}-native.gguf", arch=arch, causal=None)
             twin_path = write_twin(native_path, Path(twins))
-            native = DiffusionEngine(LlamaDiffusionBackend(native_path, LlamaDiffusionSettings(n_ctx=1024)), "native")
+            native = DiffusionEngine(LlamaDiffusionBackend(native_path, DiffusionLoadSettings(n_ctx=1024)), "native")
             prefix = DiffusionEngine(
-                LlamaDiffusionBackend(twin_path, LlamaDiffusionSettings(n_ctx=1024, cache="prefix")), "prefix"
+                LlamaDiffusionBackend(twin_path, DiffusionLoadSettings(n_ctx=1024, cache="prefix")), "prefix"
             )
-            dual_backend = LlamaDiffusionBackend(twin_path, LlamaDiffusionSettings(n_ctx=1024))
+            dual_backend = LlamaDiffusionBackend(twin_path, DiffusionLoadSettings(n_ctx=1024))
             if dual_backend.cache_mode != "dual":
                 print(f"   the dual cache is not available: {dual_backend.cache_note}")
             dual = DiffusionEngine(dual_backend, "dual")

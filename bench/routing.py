@@ -23,7 +23,8 @@ from machine import describe_machine
 from stand_in import write_stand_in
 
 from engines.diffusion.engine import DiffusionEngine
-from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
+from engines.diffusion.llama_backend import LlamaDiffusionBackend
+from engines.diffusion.load_settings import DiffusionLoadSettings
 from engines.diffusion.settings import DiffusionSettings
 from engines.events import Done, Event
 from engines.llama_ar import LlamaAREngine, LlamaSettings
@@ -71,7 +72,7 @@ def main() -> None:
     source = resolve_model("smollm2-135m-instruct").path
     stand_in = write_stand_in(source, OUT / "smollm2-cacheable.gguf", arch="llama", causal=False)
     ar = LlamaAREngine(source, "smollm2-135m-instruct", LlamaSettings(n_ctx=2048))
-    diffusion = DiffusionEngine(LlamaDiffusionBackend(stand_in, LlamaDiffusionSettings(n_ctx=1024)), "stand-in")
+    diffusion = DiffusionEngine(LlamaDiffusionBackend(stand_in, DiffusionLoadSettings(n_ctx=1024)), "stand-in")
     print(f"machine: {describe_machine()}")
     started = time.perf_counter()
     profile = calibrate("cpu", ar, diffusion, CalibrationSizes(canvas_sizes=(64, 128, 256), threshold_tokens=32))

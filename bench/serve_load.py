@@ -25,11 +25,11 @@ import openai
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import describe_machine
 
-from app.config import Config
-from app.paths import SharpenPaths
 from app.server.app import ServerOptions
 from app.server.threaded import running_server
 from app.service import SharpenService
+from app.storage.config import Config
+from app.storage.paths import SharpenPaths
 
 INSTRUCTION = "Write a short email to Sam declining the Friday meeting politely."
 

@@ -30,10 +30,10 @@ from rich.text import Text
 from stand_in import write_stand_in
 from textual import events
 
-from app.config import Config, DiffusionSection, ModelsSection, RouterSection, UiSection
-from app.paths import sharpen_paths
-from app.reply import DraftRequest
+from app.domain.draft_request import DraftRequest
 from app.service import SharpenService
+from app.storage.config import Config, DiffusionSection, ModelsSection, RouterSection, UiSection
+from app.storage.paths import sharpen_paths
 from models.catalogue import resolve_model
 from router.request import Quality
 from ui.app import SharpenApp
@@ -67,7 +67,7 @@ async def measure(model: Path, quality: Quality, keystrokes: int) -> tuple[list[
     latencies: list[float] = []
     try:
         async with app.run_test(size=(100, 30)) as pilot:
-            app.service.diffusion_engine()  # load the model before timing
+            app.service.engines.diffusion()  # load the model before timing
             app.start_draft(
                 DraftRequest("draft", "Write a long letter to the team about the move", tokens=TOKENS), "Draft"
             )

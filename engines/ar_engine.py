@@ -11,6 +11,16 @@ from engines.events import Event
 from engines.messages import Instruction
 
 TrimPolicy = Literal["left", "error"]
+# A fill-in-the-middle prompt wraps the text in prefix, suffix and middle tokens; the text after the cursor
+# keeps at most this share of the budget (its start: the text nearest the cursor matters most).
+FIM_TOKENS = 3
+AFTER_CURSOR_SHARE = 4
+
+
+def fim_budgets(budget: int) -> tuple[int, int]:
+    """A fill-in-the-middle prompt's budget for the text around the cursor, and the most of it that the text
+    after the cursor may take."""
+    return budget - FIM_TOKENS, max(0, budget // AFTER_CURSOR_SHARE)
 
 
 @dataclass(frozen=True)
@@ -20,6 +30,9 @@ class Sampling:
 
     temperature: float = 0.0
     top_p: float = 0.95
+    # llama.cpp's own defaults: where the sampled tokens may come from when temperature > 0.
+    top_k: int = 40
+    min_p: float = 0.05
     seed: int | None = None
     no_repeat_ngram: int = 0
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 FinishReason = Literal["stop", "length", "eos", "cancelled"]
@@ -74,6 +74,10 @@ class Pass:
     # The canvas window this pass could commit into (the current block, or the whole canvas).
     window: tuple[int, int]
     elapsed_s: float
+    # The passes the draft takes as planned after this one (more than its settings' steps where the end-of-text
+    # rule held masks back); None where the text decides (a threshold) or nobody knows (a trace read back,
+    # which does not keep it: a progress report, not part of what the pass did, so equality ignores it).
+    planned_passes: int | None = field(default=None, compare=False)
 
     @property
     def stable_text(self) -> str:

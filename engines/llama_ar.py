@@ -11,7 +11,7 @@ from pathlib import Path
 
 import llama_cpp
 
-from engines.ar_engine import GREEDY, Sampling, TrimPolicy
+from engines.ar_engine import FIM_TOKENS, GREEDY, Sampling, TrimPolicy, fim_budgets
 from engines.cancel import NEVER_CANCELLED, CancelToken
 from engines.chat_template import render_instruction
 from engines.errors import EmptyPromptError, InvalidRequestError, PromptTooLongError
@@ -19,9 +19,10 @@ from engines.events import Done, Event, FinishReason, GenerationStats, Token
 from engines.llama_batched import BatchedReply, greedy_replies
 from engines.llama_load import ContextShape, open_llama, use_threads
 from engines.messages import Instruction, is_blank
+from engines.options import at_least, option
 from engines.repeats import NoRepeatNgram
 from engines.stops import StopScanner
-from engines.threads import FOREGROUND, threads_for
+from engines.threads import Foreground, threads_for
 from models.errors import UnsupportedModel
 from models.gguf_info import GGUFInfo, inspect_gguf
 
@@ -32,10 +33,20 @@ TRIM_STEP = 64
 
 @dataclass(frozen=True)
 class LlamaSettings:
-    n_ctx: int = 2048
-    n_threads: int = 0  # 0: engines.threads chooses per call
-    n_batch: int = 512
-    n_gpu_layers: int = -1  # -1: every layer, where this llama.cpp build can offload at all
+    """What the AR model is loaded with. Each option is declared here once: the config's [ar] section is
+    this class, so the defaults here are the ones users get."""
+
+    n_ctx: int = option(2048, "context length of the autocomplete engine, in tokens", at_least(256))
+    n_threads: int = option(
+        0,
+        "CPU threads; 0 chooses per call: the cores this process may use, less those other work keeps busy",
+        at_least(0),
+    )
+    n_batch: int = option(512, "prompt tokens evaluated per llama.cpp batch", at_least(1))
+    # -1: every layer, where this llama.cpp build can offload at all.
+    n_gpu_layers: int = option(
+        -1, "layers offloaded to the GPU where the build supports it; -1 all, 0 none", at_least(-1)
+    )
     seed: int = 0
 
 
@@ -58,8 +69,16 @@ class LlamaAREngine:
 
     backend = "llama.cpp"
 
-    def __init__(self, model_path: Path, model_name: str | None = None, settings: LlamaSettings | None = None):
+    def __init__(
+        self,
+        model_path: Path,
+        model_name: str | None = None,
+        settings: LlamaSettings | None = None,
+        foreground: Foreground | None = None,
+    ):
+        """`foreground`: shared with the session's draft engines, which give way while a completion runs."""
         self.settings = settings or LlamaSettings()
+        self.foreground = foreground or Foreground()
         self.model_path = Path(model_path)
         self.model_name = model_name or self.model_path.name
         self.gguf: GGUFInfo = inspect_gguf(self.model_path)
@@ -131,10 +150,12 @@ class LlamaAREngine:
             prefix_tokens = self.tokenize(prefix, add_bos=False)
             suffix_tokens = self.tokenize(suffix, add_bos=False)
             # The text nearest the cursor matters most: keep the start of the suffix, the end of the prefix.
-            suffix_tokens = suffix_tokens[: max(0, budget // 4)]
-            prefix_budget = budget - len(suffix_tokens) - 3
+            text_budget, suffix_at_most = fim_budgets(budget)
+            suffix_tokens = suffix_tokens[:suffix_at_most]
+            prefix_budget = text_budget - len(suffix_tokens)
             if trim == "error" and len(prefix_tokens) > prefix_budget:
-                raise PromptTooLongError(len(prefix_tokens) + len(suffix_tokens) + 3, max_tokens, self.context_length)
+                length = len(prefix_tokens) + len(suffix_tokens) + FIM_TOKENS
+                raise PromptTooLongError(length, max_tokens, self.context_length)
             prefix_tokens, trimmed = trim_left(prefix_tokens, prefix_budget)
             return [fim.prefix, *prefix_tokens, fim.suffix, *suffix_tokens, fim.middle], trimmed
         tokens = self.tokenize(prefix)
@@ -203,7 +224,7 @@ class LlamaAREngine:
         """Stream the continuation of `prefix` (filling up to `suffix` where the model supports FIM)."""
         if not prefix.strip() and not (suffix or "").strip():
             raise EmptyPromptError()
-        with self._lock, FOREGROUND.running():
+        with self._lock, self.foreground.running():
             tokens, trimmed = self.completion_prompt(prefix, suffix, max_tokens, trim)
             yield from self._generate(tokens, trimmed, max_tokens, stop, sampling, cancel or NEVER_CANCELLED)
 
@@ -262,7 +283,12 @@ class LlamaAREngine:
                 else None
             )
             stream = self._llama.generate(
-                tokens, temp=sampling.temperature, top_k=40, top_p=sampling.top_p, min_p=0.05, logits_processor=rules
+                tokens,
+                temp=sampling.temperature,
+                top_k=sampling.top_k,
+                top_p=sampling.top_p,
+                min_p=sampling.min_p,
+                logits_processor=rules,
             )
             try:
                 for token_id in stream:

@@ -1,6 +1,6 @@
 """Declared options: each knob's default, help line and check, written once on the dataclass that uses it.
 
-The config file, the command line and the TUI all read these declarations (app/config.py builds its
+The config file, the command line and the TUI all read these declarations (app/storage/config.py builds its
 registry from them), so a new option is one line. Plain Python, no dependencies: engines declare, app reads.
 """
 

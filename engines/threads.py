@@ -149,15 +149,12 @@ class Foreground:
         return time.monotonic() - start
 
 
-FOREGROUND = Foreground()
-
-
-def threads_for(configured: int, *, background: bool = False) -> int:
+def threads_for(configured: int, *, foreground_busy: bool = False) -> int:
     """The thread count for one call: the user's own setting, or auto_threads() (a thread fewer for
-    background work while the user is typing)."""
+    background work while the user is typing: `foreground_busy`)."""
     if configured > 0:
         return configured
     threads = auto_threads()
-    if background and FOREGROUND.busy():
+    if foreground_busy:
         threads -= 1
     return max(1, threads)

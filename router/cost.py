@@ -12,24 +12,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from engines.diffusion.schedule import timestep_passes
 from engines.diffusion.settings import DiffusionSettings
 from router.profile import ArCosts, CostProfile, DiffusionCosts
-from router.request import Estimate
+from router.request import DiffusionPlan, Estimate
 
 DREAM_EPS = DiffusionSettings().eps
-
-
-@dataclass(frozen=True)
-class DiffusionPlan:
-    """The diffusion settings the cost depends on."""
-
-    steps: int
-    block_length: int
-    threshold: float | None = None
-    schedule: str = "blocks"
 
 
 def passes_for(n: int, plan: DiffusionPlan, costs: DiffusionCosts) -> int:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from router.cost import DiffusionPlan, estimate_ar, estimate_diffusion
 from router.profile import CostProfile
-from router.request import EngineName, Estimate, Policy, QualityGap, Request, Route
+from router.request import EngineName, Estimate, Policy, QualityGap, Request, Route, Rule
 
 SHORT_OUTPUT_TOKENS = 30
 # Fixed-step passes per draft token for each quality preset (threshold decoding, when configured, wins).
@@ -47,89 +47,93 @@ def decide(
         estimates["diffusion"] = estimate_diffusion(
             request.output_tokens, request.prompt_tokens, request.suffix_tokens, plan, profile.diffusion
         )
-    engine, reason = _choose(request, estimates, policy, quality_gap)
+    engine, reason, rule = _choose(request, estimates, policy, quality_gap)
     if engine == "ar" and request.kind == "infill" and "diffusion" not in models:
         reason += "; AR sees only the text before the selection"
-    settings: dict[str, object] = (
-        {"max_tokens": request.output_tokens}
-        if engine == "ar"
-        else {
-            "steps": plan.steps,
-            "block_length": plan.block_length,
-            "threshold": plan.threshold,
-            "schedule": plan.schedule,
-        }
-    )
-    return Route(engine, models[engine], settings, estimates, reason, policy)
+    chosen_plan = plan if engine == "diffusion" else None
+    return Route(engine, models[engine], request.output_tokens, chosen_plan, estimates, reason, policy, rule)
+
+
+Choice = tuple[EngineName, str, Rule]
 
 
 def _choose(
     request: Request, estimates: dict[EngineName, Estimate], policy: Policy, quality_gap: QualityGap | None
-) -> tuple[EngineName, str]:
+) -> Choice:
     if not estimates:
         raise NoEngineAvailable("no model is present for either engine: see `sharpen models`")
     if request.force_engine is not None:
         if request.force_engine not in estimates:
             raise NoEngineAvailable(f"the {request.force_engine} engine was asked for, but its model is not present")
-        return request.force_engine, f"{request.force_engine} asked for explicitly"
+        return request.force_engine, f"{request.force_engine} asked for explicitly", "forced"
     if len(estimates) == 1:
         (only,) = estimates
         missing = "diffusion" if only == "ar" else "AR"
-        return only, f"only the {_label(only)} engine's model is present (no {missing} model configured)"
+        return only, f"only the {_label(only)} engine's model is present (no {missing} model configured)", "only_engine"
     ar, diffusion = estimates["ar"].seconds, estimates["diffusion"].seconds
     if request.kind == "complete":
-        return "ar", "completions are short and appear token by token: AR"
+        return "ar", "completions are short and appear token by token: AR", "completion"
     if request.stream_tokens:
-        return "ar", "token-by-token streaming needs AR"
+        return "ar", "token-by-token streaming needs AR", "streaming"
     if request.output_tokens < SHORT_OUTPUT_TOKENS:
-        return "ar", f"{request.output_tokens} tokens is short (under {SHORT_OUTPUT_TOKENS}): AR"
+        return "ar", f"{request.output_tokens} tokens is short (under {SHORT_OUTPUT_TOKENS}): AR", "short"
     if policy == "fastest":
         winner: EngineName = "diffusion" if diffusion < ar else "ar"
         return (
             winner,
             f"fastest: {_label(winner)} estimated {min(ar, diffusion):.1f} s against {max(ar, diffusion):.1f} s",
+            "fastest",
         )
     if request.kind == "chat":
-        return "ar", "chat replies stream and may reason step by step: AR"
+        return "ar", "chat replies stream and may reason step by step: AR", "chat"
     if policy == "quality":
         why = (
             "refines the whole draft with both sides in view" if request.kind == "infill" else "refines the whole draft"
         )
-        return "diffusion", f"quality: diffusion {why}"
+        return "diffusion", f"quality: diffusion {why}", "quality"
     if policy == "measured":  # the figures are of drafts: a rewrite (infill) goes by the estimates alone
         return _measured(estimates, quality_gap if request.kind == "draft" else None, request.kind)
     if request.kind == "draft" and quality_gap is not None and quality_gap.behind > quality_gap.margin:
-        return "ar", (
-            f"{quality_gap.draft_model}'s drafts sit {quality_gap.behind:.2f} behind AR's on instructions it never "
-            f"saw (0: AR's own, 1: shuffled words), more than router.quality_margin ({quality_gap.margin:.2f}): AR"
+        return (
+            "ar",
+            (
+                f"{quality_gap.draft_model}'s drafts sit {quality_gap.behind:.2f} behind AR's on instructions it never "
+                f"saw (0: AR's own, 1: shuffled words), more than router.quality_margin ({quality_gap.margin:.2f}): AR"
+            ),
+            "design_quality_gap",
         )
     budget = request.latency_budget_s
     if budget is not None and diffusion > budget and ar < diffusion:
-        return "ar", (
-            f"diffusion estimated {diffusion:.1f} s breaks the {budget:.1f} s budget; AR estimated {ar:.1f} s"
+        return (
+            "ar",
+            (f"diffusion estimated {diffusion:.1f} s breaks the {budget:.1f} s budget; AR estimated {ar:.1f} s"),
+            "design_budget",
         )
     return (
         "diffusion",
         f"{request.kind}s of {request.output_tokens} tokens go to diffusion (estimated {diffusion:.1f} s)",
+        "design",
     )
 
 
-def _measured(
-    estimates: dict[EngineName, Estimate], quality_gap: QualityGap | None, kind: str
-) -> tuple[EngineName, str]:
+def _measured(estimates: dict[EngineName, Estimate], quality_gap: QualityGap | None, kind: str) -> Choice:
     """The engine estimated faster among those whose measured drafts pass the gate (AR's always do)."""
     failure = quality_gap.failure() if quality_gap is not None else None
     if failure is not None:
-        return "ar", f"{failure}: AR"
+        return "ar", f"{failure}: AR", "quality_gate"
     ar, diffusion = estimates["ar"].seconds, estimates["diffusion"].seconds
     winner: EngineName = "diffusion" if diffusion < ar else "ar"
     if quality_gap is not None:
         gate = "its measured drafts pass the quality gate"
     else:
         gate = "its drafts are not measured" if kind == "draft" else "its rewrites are not measured"
-    return winner, (
-        f"{_label(winner)} estimated faster: {min(ar, diffusion):.1f} s against {max(ar, diffusion):.1f} s "
-        f"(the draft model: {gate})"
+    return (
+        winner,
+        (
+            f"{_label(winner)} estimated faster: {min(ar, diffusion):.1f} s against {max(ar, diffusion):.1f} s "
+            f"(the draft model: {gate})"
+        ),
+        "estimated_faster",
     )
 
 

@@ -9,6 +9,22 @@ Kind = Literal["complete", "draft", "infill", "chat"]
 EngineName = Literal["ar", "diffusion"]
 Policy = Literal["measured", "design", "fastest", "quality"]
 Quality = Literal["fast", "balanced", "best"]
+# Which rule decided a route (router/policy.py), for code and tests; the reason says it for people.
+Rule = Literal[
+    "forced",
+    "only_engine",
+    "completion",
+    "streaming",
+    "short",
+    "fastest",
+    "chat",
+    "quality",
+    "quality_gate",
+    "estimated_faster",
+    "design_quality_gap",
+    "design_budget",
+    "design",
+]
 KINDS: tuple[Kind, ...] = ("complete", "draft", "infill", "chat")
 POLICIES: tuple[Policy, ...] = ("measured", "design", "fastest", "quality")
 QUALITIES: tuple[Quality, ...] = ("fast", "balanced", "best")
@@ -81,14 +97,39 @@ class Estimate:
 
 
 @dataclass(frozen=True)
+class DiffusionPlan:
+    """The diffusion settings the cost depends on, and that a diffusion route chooses."""
+
+    steps: int
+    block_length: int
+    threshold: float | None = None
+    schedule: str = "blocks"
+
+
+@dataclass(frozen=True)
 class Route:
     engine: EngineName
     model: str
-    # Engine settings: max_tokens for AR; steps, block_length, threshold for diffusion.
-    settings: dict[str, Any]
+    max_tokens: int
+    # The diffusion settings chosen (None when AR serves the request).
+    plan: DiffusionPlan | None = None
     estimates: dict[EngineName, Estimate] = field(default_factory=dict)
     reason: str = ""
     policy: Policy = "measured"
+    rule: Rule = "forced"
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The engine settings as `--json` shows them: max_tokens for AR; the plan's for diffusion."""
+        if self.plan is None:
+            return {"max_tokens": self.max_tokens}
+        plan = self.plan
+        return {
+            "steps": plan.steps,
+            "block_length": plan.block_length,
+            "threshold": plan.threshold,
+            "schedule": plan.schedule,
+        }
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -97,6 +138,7 @@ class Route:
             "settings": self.settings,
             "reason": self.reason,
             "policy": self.policy,
+            "rule": self.rule,
             "estimates": {
                 name: {"seconds": round(e.seconds, 4), "detail": e.detail} for name, e in self.estimates.items()
             },

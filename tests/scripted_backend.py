@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engines.diffusion.backend import CacheMode
+from engines.threads import Foreground
 
 VOCAB = 12
 MASK = 11
@@ -36,6 +37,7 @@ class ScriptedBackend:
     vocab_size: int = VOCAB
     context_length: int = 4096
     cache_mode: CacheMode = "none"
+    foreground: Foreground = field(default_factory=Foreground)
     calls: list[Call] = field(default_factory=list)
 
     def logits(self, sequence: np.ndarray, start: int, end: int, stable: int) -> np.ndarray:

@@ -41,3 +41,49 @@ def test_cli_start_up_imports_no_heavy_libraries() -> None:
     code = "import sys, app.cli; print(sorted(m for m in ('torch', 'textual', 'bitsandbytes') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
     assert out.strip() == "[]"
+
+
+# app/ laid out by job (docs/architecture.md): the front ends over the service, the service over orchestration,
+# orchestration over storage and the domain. A package may import those below it, never those above.
+FRONT_ENDS = ("app.cli", "app.server", "ui")
+APP_FORBIDDEN = {
+    "app/domain": ("app.storage", "app.orchestration", "app.service", "app.tools", *FRONT_ENDS),
+    "app/storage": ("app.orchestration", "app.service", "app.tools", *FRONT_ENDS),
+    "app/orchestration": ("app.service", "app.tools", *FRONT_ENDS),
+    "app/service.py": ("app.tools", *FRONT_ENDS),
+    "app/errors.py": ("app.orchestration", "app.service", "app.tools", *FRONT_ENDS),
+    "app/tools": FRONT_ENDS,
+    "app/server": ("app.cli", "ui"),
+}
+
+
+def imported_modules(path: Path) -> set[str]:
+    modules: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            modules |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            modules.add(node.module)
+    return modules
+
+
+@pytest.mark.parametrize("part", sorted(APP_FORBIDDEN))
+def test_app_packages_import_only_those_below_them(part: str) -> None:
+    where = ROOT / part
+    files = [where] if where.suffix == ".py" else sorted(where.rglob("*.py"))
+    assert files, f"{part} is laid out in docs/architecture.md"
+    forbidden = APP_FORBIDDEN[part]
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(
+            module
+            for module in imported_modules(path)
+            if any(module == f or module.startswith(f"{f}.") for f in forbidden)
+        )
+        for path in files
+    }
+    assert {file: bad for file, bad in offenders.items() if bad} == {}
+
+
+def test_app_holds_only_the_service_and_its_packages() -> None:
+    top = sorted(path.name for path in (ROOT / "app").iterdir() if path.suffix == ".py")
+    assert top == ["__init__.py", "errors.py", "service.py"]

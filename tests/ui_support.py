@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypedDict, Unpack
 
-from app.config import Config, DiffusionSection, ModelsSection, RouterSection, UiSection
+from app.storage.config import Config, DiffusionSection, ModelsSection, RouterSection, UiSection
 from router.request import Quality
 from ui.app import SharpenApp
 

@@ -8,29 +8,27 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from textual import on
 from textual.actions import SkipAction
 from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding
 from textual.screen import Screen
-from textual.timer import Timer
 from textual.widgets import Footer
 
-from app.config import KeysSection, settings_registry
-from app.documents import DocumentError, DocumentStore
-from app.draft_history import DraftHistory, PastDraft
-from app.reply import DraftRequest, Reply
-from app.service import SharpenError, SharpenService
+from app.domain.draft_request import DraftRequest
+from app.domain.reply import Reply
+from app.errors import SharpenError
+from app.service import SharpenService
+from app.storage.documents import DocumentError, DocumentStore
+from app.storage.draft_history import DraftHistory, PastDraft
 from engines.cancel import CancelToken
 from engines.diffusion.trace import Trace, TraceError, load_trace
 from router.request import approximate_tokens
-from ui.draft_panel import DraftEnded, DraftPanel, DraftRun
+from ui.bindings import bindings, key_rows, keymap
+from ui.draft_panel import DraftEnded, DraftPanel, DraftRun, DraftStarted
 from ui.editor import SharpenEditor
-from ui.messages import SuggestionReady
 from ui.requests import draft_at_cursor, rewrite_of_selection
 from ui.screens.dialogs import DraftAsk, DraftPromptScreen, PathScreen, RecoveryScreen, RewriteScreen
 from ui.screens.help import HelpScreen
@@ -39,44 +37,11 @@ from ui.screens.models import ModelsScreen
 from ui.screens.playback import PlaybackScreen
 from ui.status import StatusBar, StatusInfo
 
-# (binding id after "sharpen.", its key under [keys] in config.toml, action, footer label, in the footer)
-APP_KEYS: tuple[tuple[str, str, str, str, bool], ...] = (
-    ("draft", "draft", "draft", "Draft", True),
-    ("rewrite", "rewrite", "rewrite", "Rewrite", True),
-    ("accept_draft", "accept_draft", "accept_draft", "Insert draft", False),
-    ("another_candidate", "another_candidate", "another_candidate", "Another candidate", False),
-    ("previous_candidate", "previous_candidate", "previous_candidate", "Previous candidate", False),
-    ("next_candidate", "next_candidate", "next_candidate", "Next candidate", False),
-    ("draft_history", "draft_history", "draft_history", "Past drafts", False),
-    ("playback", "playback", "playback", "Playback", True),
-    ("toggle_autocomplete", "toggle_autocomplete", "toggle_autocomplete", "Ghost on/off", False),
-    ("save", "save", "save", "Save", True),
-    ("models", "models", "models", "Models", False),
-    ("help", "help", "help", "Keys", True),
-    ("quit", "quit", "quit_saving", "Quit", False),
-    ("cancel_draft", "dismiss", "cancel_draft", "Cancel draft", False),
-)
-# The editor's own bindings (ui/editor.py) use these ids and keys.
-EDITOR_KEYS = ("accept_suggestion", "accept_word", "dismiss")
-DEFAULT_KEYS = KeysSection()
-# The longest estimated pass (over 256 positions) a calibration runs by itself for: seconds, not minutes.
-QUICK_PASS_LIMIT_S = 1.0
-# Candidates after the first are sampled (a new seed alone changes nothing in greedy decoding).
-CANDIDATE_TEMPERATURE = 0.8
-
 
 class SharpenApp(App[None]):
     CSS_PATH = "styles.tcss"
     TITLE = "Sharpen"
-    # Priority: the editor (a TextArea) binds some of these keys itself (ctrl+d deletes right, ctrl+y
-    # redoes). Actions that do not apply raise SkipAction, which hands the key back to the editor.
-    # Esc stays an ordinary binding so that the editor's "dismiss the suggestion" comes first.
-    BINDINGS = [
-        Binding(
-            getattr(DEFAULT_KEYS, key), action, label, show=show, id=f"sharpen.{name}", priority=name != "cancel_draft"
-        )
-        for name, key, action, label, show in APP_KEYS
-    ]
+    BINDINGS = bindings("app")
 
     def __init__(self, service: SharpenService, document: Path | None = None, trace: Path | None = None) -> None:
         super().__init__()
@@ -87,17 +52,19 @@ class SharpenApp(App[None]):
         self.history = DraftHistory(service.paths.state_dir / "drafts.sqlite3")
         self.saved_text = ""
         self.autosaved_text = ""
-        self._complete_cancel = CancelToken()
         self._calibration = CancelToken()
-        self._calibration_failed = False
-        self._debounce: Timer | None = None
-        self._complete_failed = False
 
     # ----- layout and start-up -------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        yield SharpenEditor(id="editor", max_chars_right=self.service.config.ui.max_chars_right_of_cursor)
-        yield DraftPanel(self.show_status, id="draft-panel")
+        ui = self.service.config.ui
+        yield SharpenEditor(
+            self.complete_suggestion,
+            id="editor",
+            debounce_s=ui.debounce_ms / 1000,
+            max_chars_right=ui.max_chars_right_of_cursor,
+        )
+        yield DraftPanel(self.service, self.show_status, id="draft-panel")
         yield StatusBar(id="status")
         yield Footer()
 
@@ -122,7 +89,7 @@ class SharpenApp(App[None]):
         self.status.info = self.status.info.but(**changes)
 
     def on_mount(self) -> None:
-        self.set_keymap(self.keymap())
+        self.set_keymap(keymap(self.service.config.keys))
         ui = self.service.config.ui
         self.editor.set_autocomplete(ui.autocomplete)
         self.status.info = StatusInfo(autocomplete=ui.autocomplete)
@@ -145,11 +112,6 @@ class SharpenApp(App[None]):
         if self.trace_path is not None:
             self._open_trace(self.trace_path)
         self.editor.focus()
-
-    def keymap(self) -> dict[str, str]:
-        keys = self.service.config.keys
-        mapping = {f"sharpen.{name}": getattr(keys, key) for name, key, *_ in APP_KEYS}
-        return mapping | {f"sharpen.{name}": getattr(keys, name) for name in EDITOR_KEYS}
 
     def _recover(self, text: str) -> Callable[[bool | None], None]:
         def answer(recover: bool | None) -> None:
@@ -205,7 +167,6 @@ class SharpenApp(App[None]):
         self.exit()
 
     def on_unmount(self) -> None:
-        self._complete_cancel.cancel()
         self._calibration.cancel()
         # The app is closing: a failed autosave must not turn a clean exit into a traceback.
         with contextlib.suppress(Exception):
@@ -213,47 +174,14 @@ class SharpenApp(App[None]):
 
     # ----- autocomplete --------------------------------------------------------------------------
 
-    @on(SharpenEditor.SuggestionWanted)
-    def schedule_completion(self, message: SharpenEditor.SuggestionWanted) -> None:
-        self._complete_cancel.cancel()
-        if self._debounce is not None:
-            self._debounce.stop()
-        delay = self.service.config.ui.debounce_ms / 1000
-        self._debounce = self.set_timer(delay, lambda: self._start_completion(message))
-
-    def _start_completion(self, message: SharpenEditor.SuggestionWanted) -> None:
-        if message.request_id != self.editor.request_id or self._complete_failed:
-            return
-        cancel = CancelToken()
-        self._complete_cancel = cancel
-        self.run_worker(
-            lambda: self._complete(message, cancel), thread=True, group="complete", exclusive=True, exit_on_error=False
-        )
-
-    def _complete(self, message: SharpenEditor.SuggestionWanted, cancel: CancelToken) -> None:
-        try:
-            reply = self.service.complete(
-                message.prefix,
-                message.suffix,
-                max_tokens=self.service.config.ui.suggestion_tokens,
-                cancel=cancel,
-            )
-            text = reply.text()
-        except SharpenError as error:
-            self._complete_failed = True
-            self.call_from_thread(self.notify, f"autocomplete is off: {error}", severity="error", timeout=10)
-            return
-        if reply.done is not None and reply.done.stats.finish_reason != "cancelled":
-            self.post_message(SuggestionReady(message.request_id, message.prefix, text))
-
-    @on(SuggestionReady)
-    def show_suggestion(self, message: SuggestionReady) -> None:
-        self.editor.offer(message.request_id, message.prefix, message.completion)
+    def complete_suggestion(self, prefix: str, suffix: str, cancel: CancelToken) -> str:
+        """The editor's completer (it runs this in a thread)."""
+        max_tokens = self.service.config.ui.suggestion_tokens
+        return self.service.complete(prefix, suffix, max_tokens=max_tokens, cancel=cancel).text()
 
     def action_toggle_autocomplete(self) -> None:
         enabled = not self.editor.autocomplete
         self.editor.set_autocomplete(enabled)
-        self._complete_failed = False
         self.status.info = self.status.info.but(autocomplete=enabled)
         self.notify(f"ghost-text autocomplete {'on' if enabled else 'off'}")
 
@@ -286,34 +214,17 @@ class SharpenApp(App[None]):
         label = f"Rewrite: {ask.prompt[:70]}" if ask.prompt else "Rewrite of the selection"
         self.start_draft(rewrite_of_selection(self.editor, ask.prompt, ask.tokens), label)
 
-    def start_draft(self, request: DraftRequest, label: str, *, another: bool = False) -> None:
-        """Ask the service for the draft and hand its reply to the panel, which refines it in a worker."""
+    def start_draft(self, request: DraftRequest, label: str) -> None:
+        """Hand the request to the panel, which routes and refines it in a worker."""
+        self.panel.start(request, label)
+
+    @on(DraftStarted)
+    def postpone_calibration(self) -> None:
         self._calibration.cancel()  # a draft comes first; the calibration runs again after it
-        cancel = CancelToken()
-        try:
-            reply = self.service.draft(request, cancel=cancel)
-        except SharpenError as error:
-            self.notify(str(error), severity="error", timeout=10)
-            return
-        selection = request.selection if request.kind == "infill" else ""
-        title = f"{label} · {reply.tokens} tokens"
-        self.panel.start(reply, cancel, title, selection, request=request, another=another)
 
     def action_another_candidate(self) -> None:
-        run = self.panel.run
-        if run is None or run.request is None:
+        if not self.panel.another_candidate():
             raise SkipAction()
-        if self.panel.refining:
-            self.notify("this candidate is still refining: esc cancels it")
-            return
-        request = run.request
-        temperature = max(float(request.overrides.get("temperature") or 0.0), CANDIDATE_TEMPERATURE)
-        base_seed = request.overrides.get("seed")
-        seed = (self.service.config.diffusion.seed if base_seed is None else int(base_seed)) + len(
-            self.panel.candidates
-        )
-        again = replace(request, overrides={**request.overrides, "seed": seed, "temperature": temperature})
-        self.start_draft(again, self.panel.title.rsplit(" · ", 1)[0], another=True)
 
     def action_previous_candidate(self) -> None:
         if not self.panel.flip(-1):
@@ -375,29 +286,20 @@ class SharpenApp(App[None]):
 
     @on(DraftEnded)
     def calibrate_in_background(self, ended: DraftEnded) -> None:
-        """The first time a draft model is used, measure it in the background (a quick calibration, when a
-        pass is estimated cheap enough to keep it short), so later routes use this machine's own costs."""
-        if ended.engine != "diffusion" or not self.service.config.router.auto_calibrate or self._calibration_failed:
-            return
+        """After a diffusion draft, the service may measure this machine (the first time a draft model is
+        used), so later routes use its own costs."""
         calibrating = any(worker.group == "calibrate" and worker.is_running for worker in self.workers)
-        if calibrating or not self.service.needs_calibration():
+        if ended.engine != "diffusion" or calibrating:
             return
-        profile, _ = self.service.cost_profile()
-        if profile.diffusion.pass_base_s + 256 * profile.diffusion.pass_s_per_position > QUICK_PASS_LIMIT_S:
-            return  # an 8B model on a CPU: `sharpen calibrate` measures it when the user chooses
         cancel = CancelToken()
         self._calibration = cancel
         self.run_worker(lambda: self._calibrate(cancel), thread=True, group="calibrate", exit_on_error=False)
 
     def _calibrate(self, cancel: CancelToken) -> None:
-        try:
-            if not self.service.calibrate_quickly(cancel):
-                return  # a draft started first
-        except SharpenError as error:
-            self._calibration_failed = True  # not again this session: `sharpen calibrate` says why in full
-            self.call_from_thread(self.notify, f"could not measure this machine: {error}", severity="warning")
-            return
-        self.call_from_thread(self.notify, "measured this machine: routes now use its own costs")
+        message = self.service.calibrate_in_background(cancel)
+        if message is not None:
+            severity = "warning" if message.startswith("could not") else "information"
+            self.call_from_thread(self.notify, message, severity=severity)
 
     def action_cancel_draft(self) -> None:
         if self.panel.cancel() and self.panel.run is None:
@@ -455,14 +357,11 @@ class SharpenApp(App[None]):
         except SharpenError as error:
             self.notify(str(error), severity="error", timeout=10)
             return
-        self._complete_failed = False
+        self.editor.completions_failed = False  # the new model may complete where the old one failed
         self.notify(f"{name} now serves {'completions' if role == 'complete' else 'drafts'}")
 
     def action_help(self) -> None:
-        registry = settings_registry()
-        keys = self.service.config.keys
-        rows = [(name, getattr(keys, name), registry[f"keys.{name}"].help) for name in type(keys).__dataclass_fields__]
-        self.push_screen(HelpScreen(rows))
+        self.push_screen(HelpScreen(key_rows(self.service.config.keys)))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)

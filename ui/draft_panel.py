@@ -1,8 +1,9 @@
 """The panel under the editor where a draft refines, pass by pass, until it is inserted or dropped.
 
-The panel owns the draft: it runs the reply in a thread worker, takes the worker's messages, and keeps
-the draft's state (refining, ready, cancelled, failed). The app asks it for the finished text and tells
-it to cancel or close; it reports progress for the status bar through the callback the app gives it.
+The panel owns the draft: its thread worker asks the service for the reply (routing reads files: never on
+the UI thread) and runs it; the panel takes the worker's messages and keeps the draft's state (refining,
+ready, cancelled, failed) and its candidates. The app asks it for the finished text and tells it to cancel
+or close; it reports progress for the status bar through the callback the app gives it.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Label
 
-from app.draft_history import PastDraft
-from app.reply import DraftRequest, Reply
-from app.service import SharpenError
+from app.domain.draft_request import DraftRequest
+from app.domain.reply import Reply
+from app.errors import SharpenError
+from app.service import SharpenService
+from app.storage.draft_history import PastDraft
 from engines.cancel import CancelToken
 from engines.diffusion.trace import Trace
 from engines.events import DiffusionStats, Done, GenerationStats, Pass, Token
@@ -34,6 +37,7 @@ StatusReport = Callable[..., None]
 class DraftRun:
     """One candidate in the panel: a reply refining or finished, or a past draft reopened from the history."""
 
+    # None until the worker has routed the request, and for a past draft.
     reply: Reply | None
     cancel: CancelToken
     # The selection a rewrite replaces (it is replaced only if it is still selected on insert).
@@ -68,6 +72,14 @@ class DraftRun:
 
 
 @dataclass
+class Routed(Message):
+    """The service routed the draft: its reply is about to run."""
+
+    run: DraftRun
+    reply: Reply
+
+
+@dataclass
 class PassReady(Message):
     """A new pass is ready (the newest one is in the reply's pass list when this is handled)."""
 
@@ -97,6 +109,11 @@ class Failed(Message):
 
 
 @dataclass
+class DraftStarted(Message):
+    """A draft (or another candidate) started. Bubbles up to the app."""
+
+
+@dataclass
 class DraftEnded(Message):
     """A draft finished (or was cancelled): its engine is free again. Bubbles up to the app."""
 
@@ -115,12 +132,15 @@ class DraftPanel(Vertical):
     DraftPanel #draft-hint { color: $text-muted; }
     """
 
-    def __init__(self, report: StatusReport, *, id: str | None = None) -> None:
+    def __init__(self, service: SharpenService, report: StatusReport, *, id: str | None = None) -> None:
         super().__init__(id=id)
+        self.service = service
         self.report = report
         self.run: DraftRun | None = None
         # Every candidate of the request in the panel (`run` is the one shown).
         self.candidates: list[DraftRun] = []
+        # What the draft was asked for ("Draft: ..."): the title, less the length once routed.
+        self.label = ""
         self.title = ""
         # The trace of the newest diffusion draft, for playback.
         self.last_trace: Trace | None = None
@@ -142,35 +162,39 @@ class DraftPanel(Vertical):
 
     # ----- the draft's life ----------------------------------------------------------------------
 
-    def start(
-        self,
-        reply: Reply,
-        cancel: CancelToken,
-        title: str,
-        original_selection: str = "",
-        *,
-        request: DraftRequest | None = None,
-        another: bool = False,
-    ) -> None:
-        """Open the panel on a routed reply and refine it in a thread worker; `another` keeps the candidates
-        already there (the same request asked again)."""
-        run = DraftRun(reply, cancel, original_selection, request)
+    def start(self, request: DraftRequest, label: str, *, another: bool = False) -> None:
+        """Open the panel on a request, then route and refine it in a thread worker; `another` keeps the
+        candidates already there (the same request asked again)."""
+        selection = request.selection if request.kind == "infill" else ""
+        run = DraftRun(None, CancelToken(), selection, request)
         self.candidates = [*self.candidates, run] if another else [run]
         self.run = run
-        self.open(title)
-        route = reply.route
+        self.label = label
+        self.open(label)
         self.report(
-            engine=route.engine,
-            model=route.model,
-            reason=route.reason,
+            engine="",
+            model="",
+            reason="",
             state="drafting",
             passes=0,
-            planned_passes=reply.planned_passes,
+            planned_passes=None,
             tokens=0,
             tokens_per_s=0.0,
             elapsed_s=0.0,
         )
-        self.run_worker(lambda: self._refine(run), thread=True, group="draft", exit_on_error=False)
+        self.post_message(DraftStarted())
+        self.run_worker(lambda: self._refine(run, request), thread=True, group="draft", exit_on_error=False)
+
+    def another_candidate(self) -> bool:
+        """Ask the shown draft's request again, sampled with a new seed; False if there is no request to ask."""
+        run = self.run
+        if run is None or run.request is None:
+            return False
+        if self.refining:
+            self.notify("this candidate is still refining: esc cancels it")
+            return True
+        self.start(self.service.candidate(run.request, len(self.candidates)), self.label, another=True)
+        return True
 
     def show_past(self, past: PastDraft, trace: Trace | None) -> None:
         """Open the panel on a draft from the history, ready to insert (and to play back: its trace, if it is
@@ -225,19 +249,20 @@ class DraftPanel(Vertical):
             hint += f" · {context.left_out_before + context.left_out_after:,} characters of the document left out"
         return hint
 
-    def _refine(self, run: DraftRun) -> None:
-        """In the worker thread: run the reply, posting what the panel should show."""
-        assert run.reply is not None, "a past draft has nothing to refine"
+    def _refine(self, run: DraftRun, request: DraftRequest) -> None:
+        """In the worker thread: route the request, run the reply, posting what the panel should show."""
         text, count = "", 0
         try:
-            for event in run.reply:
+            reply = self.service.draft(request, cancel=run.cancel)
+            self.post_message(Routed(run, reply))
+            for event in reply:
                 if isinstance(event, Pass):
                     if not run.frame_queued:
                         run.frame_queued = True
                         self.post_message(PassReady(run))
                 elif isinstance(event, Token):
                     text, count = text + event.text, count + 1
-                    self.post_message(TextStreamed(run, text, count, run.reply.elapsed_s))
+                    self.post_message(TextStreamed(run, text, count, reply.elapsed_s))
                 else:
                     self.post_message(Finished(run, event))
         except SharpenError as error:
@@ -268,6 +293,17 @@ class DraftPanel(Vertical):
 
     # ----- the worker's messages -----------------------------------------------------------------
 
+    @on(Routed)
+    def _show_route(self, message: Routed) -> None:
+        run, reply = message.run, message.reply
+        run.reply = reply
+        if run is not self.run:
+            return
+        self.title = f"{self.label} · {reply.tokens} tokens"
+        self.query_one("#draft-title", Label).update(self._title())
+        route = reply.route
+        self.report(engine=route.engine, model=route.model, reason=route.reason, planned_passes=reply.planned_passes)
+
     @on(PassReady)
     def _show_pass(self, message: PassReady) -> None:
         run = message.run
@@ -279,6 +315,7 @@ class DraftPanel(Vertical):
         settled = len(event.masked) - sum(event.masked)
         self.report(
             passes=event.index + 1,
+            planned_passes=event.planned_passes,
             tokens=settled,
             elapsed_s=event.elapsed_s,
             tokens_per_s=settled / event.elapsed_s if event.elapsed_s > 0 else 0.0,

@@ -2,71 +2,98 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from textual import work
 from textual.actions import SkipAction
-from textual.binding import Binding
-from textual.message import Message
 from textual.widgets import TextArea
 
+from app.errors import SharpenError
+from engines.cancel import CancelToken
+from ui.bindings import bindings
 from ui.suggestions import SuggestionCache, fit_to_line, should_suggest
 
 NEXT_WORD = re.compile(r"\s*\S+")
 
+# Continues the text before the cursor (with the text after it): prefix, suffix, cancel -> completion.
+# Blocking: the editor runs it in a thread.
+Completer = Callable[[str, str, CancelToken], str]
+
+
+@dataclass(frozen=True)
+class CursorText:
+    """The document split at the cursor: what a completion is asked for, and what it must still match."""
+
+    before: str
+    after: str
+
+    @property
+    def line_rest(self) -> str:
+        return self.after.split("\n", 1)[0]
+
 
 class SharpenEditor(TextArea):
-    """Asks for a suggestion after edits (the app debounces and runs the request), shows it as ghost text."""
+    """After an edit (and a pause in typing), asks the completer for a suggestion and shows it as ghost text."""
 
-    BINDINGS = [
-        Binding("tab", "accept_suggestion", "Accept", show=False, priority=True, id="sharpen.accept_suggestion"),
-        Binding("ctrl+right", "accept_word", "Accept word", show=False, priority=True, id="sharpen.accept_word"),
-        Binding("escape", "dismiss_suggestion", "Dismiss", show=False, priority=True, id="sharpen.dismiss"),
-    ]
+    BINDINGS = bindings("editor")
 
-    class SuggestionWanted(Message):
-        def __init__(self, request_id: int, prefix: str, suffix: str) -> None:
-            super().__init__()
-            self.request_id = request_id
-            self.prefix = prefix
-            self.suffix = suffix
-
-    def __init__(self, text: str = "", *, max_chars_right: int = 8, **kwargs: Any) -> None:
-        super().__init__(text, soft_wrap=True, **kwargs)
+    def __init__(self, complete: Completer, *, debounce_s: float, max_chars_right: int = 8, **kwargs: Any) -> None:
+        super().__init__("", soft_wrap=True, **kwargs)
+        self.complete = complete
+        self.debounce_s = debounce_s
         self.cache = SuggestionCache()
         self.autocomplete = True
+        # Set when the completer fails; turning autocomplete on (or a new model) clears it.
+        self.completions_failed = False
         self.max_chars_right = max_chars_right
-        self.request_id = 0
+        self._completion_cancel = CancelToken()
         self._anchor: tuple[int, int] | None = None
 
     # ----- asking ----------------------------------------------------------------------------------
 
     def update_suggestion(self) -> None:
         """Runs after every edit. Typing into a suggestion keeps its rest; otherwise ask (or use the cache)."""
-        self.request_id += 1  # whatever was in flight is now stale
+        self._completion_cancel.cancel()  # whatever was in flight is now stale
         if self.suggestion:
             self._anchor = self.cursor_location
             return
         if not self.autocomplete or not self.selection.is_empty or not self.text.strip():
             return
-        prefix, suffix, line_rest = self._split_at_cursor()
-        if not should_suggest(line_rest, self.max_chars_right):
+        at_cursor = self.cursor_text()
+        if not should_suggest(at_cursor.line_rest, self.max_chars_right):
             return
-        cached = self.cache.lookup(prefix)
+        cached = self.cache.lookup(at_cursor.before)
         if cached:
-            self._show(cached, line_rest)
+            self._show(cached, at_cursor.line_rest)
             return
-        self.post_message(self.SuggestionWanted(self.request_id, prefix, suffix))
+        if self.completions_failed:
+            return
+        self._completion_cancel = CancelToken()
+        self._suggest(at_cursor, self._completion_cancel)
 
-    def offer(self, request_id: int, prefix: str, completion: str) -> bool:
-        """A completion arrived. Shown only if nothing changed since it was asked for."""
-        self.cache.store(prefix, completion)
-        if request_id != self.request_id or self.suggestion or not self.autocomplete:
+    @work(exclusive=True, group="suggestion", exit_on_error=False)
+    async def _suggest(self, asked: CursorText, cancel: CancelToken) -> None:
+        """Wait for a pause in typing (a newer edit replaces this worker), then complete in a thread."""
+        await asyncio.sleep(self.debounce_s)
+        try:
+            completion = await asyncio.to_thread(self.complete, asked.before, asked.after, cancel)
+        except SharpenError as error:
+            self.completions_failed = True
+            self.notify(f"autocomplete is off: {error}", severity="error", timeout=10)
+            return
+        if not cancel.cancelled:  # a cancelled completion stopped part way
+            self.offer(asked, completion)
+
+    def offer(self, asked: CursorText, completion: str) -> bool:
+        """A completion arrived. Shown only if the text and the cursor are as they were when it was asked for."""
+        self.cache.store(asked.before, completion)
+        if self.suggestion or not self.autocomplete or not self.selection.is_empty or self.cursor_text() != asked:
             return False
-        current_prefix, _suffix, line_rest = self._split_at_cursor()
-        if current_prefix != prefix or not self.selection.is_empty:
-            return False
-        return self._show(completion, line_rest)
+        return self._show(completion, asked.line_rest)
 
     def _show(self, completion: str, line_rest: str) -> bool:
         fitted = fit_to_line(completion, at_end_of_line=not line_rest.strip())
@@ -76,18 +103,19 @@ class SharpenEditor(TextArea):
         self._anchor = self.cursor_location
         return True
 
-    def _split_at_cursor(self) -> tuple[str, str, str]:
-        row, column = self.cursor_location
-        lines = self.text.split("\n")
-        before = "\n".join([*lines[:row], lines[row][:column]])
-        line_rest = lines[row][column:]
-        after = "\n".join([line_rest, *lines[row + 1 :]])
-        return before, after, line_rest
+    def cursor_text(self) -> CursorText:
+        return CursorText(
+            self.get_text_range((0, 0), self.cursor_location),
+            self.get_text_range(self.cursor_location, self.document.end),
+        )
 
     def on_text_area_selection_changed(self, _event: TextArea.SelectionChanged) -> None:
         # A cursor move (not an edit, which re-anchors the suggestion first) drops the suggestion.
         if self.suggestion and self.cursor_location != self._anchor:
             self.suggestion = ""
+
+    def on_unmount(self) -> None:
+        self._completion_cancel.cancel()
 
     # ----- keys ------------------------------------------------------------------------------------
 
@@ -106,10 +134,11 @@ class SharpenEditor(TextArea):
         if not self.suggestion:
             raise SkipAction()
         self.suggestion = ""
-        self.request_id += 1
+        self._completion_cancel.cancel()
 
     def set_autocomplete(self, enabled: bool) -> None:
         self.autocomplete = enabled
+        self.completions_failed = False
         if not enabled:
             self.suggestion = ""
-            self.request_id += 1
+            self._completion_cancel.cancel()

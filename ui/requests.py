@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from textual.widgets import TextArea
 
-from app.reply import DraftRequest
+from app.domain.draft_request import DraftRequest
 
 
 def draft_at_cursor(editor: TextArea, instruction: str, tokens: int) -> DraftRequest:

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from app.config import BadValue, Check, SettingSpec, convert_text, settings_registry
 from app.service import SharpenService
+from app.storage.config import BadValue, Check, SettingSpec, convert_text, settings_registry
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2

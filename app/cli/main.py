@@ -15,7 +15,7 @@ from pathlib import Path
 
 from app.cli import models, routing, serve, tools, writing
 from app.cli.common import EXIT_USAGE, Command, Parser, fail
-from app.service import SharpenError
+from app.errors import SharpenError
 
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 128 + getattr(signal, "SIGPIPE", 13)  # Windows has no SIGPIPE

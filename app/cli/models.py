@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 from app.cli.common import Command, gb, service
-from app.config import set_value
-from app.model_manager import ROLES
+from app.orchestration.model_manager import ROLES
+from app.storage.config import set_value
 from models.checkpoint_gguf import QUANTIZATIONS, write_checkpoint_gguf
 from models.errors import ModelError
 from models.gguf_info import inspect_gguf

@@ -7,7 +7,7 @@ import json
 import sys
 
 from app.cli.common import Command, checked_flag, engine_label, service, setting_flag
-from app.config import at_least
+from app.storage.config import at_least
 from router.calibration import QUICK, CalibrationSizes
 from router.cost import DiffusionPlan, diffusion_faster
 from router.policy import SHORT_OUTPUT_TOKENS, diffusion_plan
@@ -61,7 +61,7 @@ def route(args: argparse.Namespace) -> int:
         force_engine=args.engine,
     )
     chosen = sharpen.route(request, args.policy)
-    profile, warning = sharpen.cost_profile()
+    profile, warning = sharpen.routing.cost_profile()
     if warning:
         print(f"sharpen: warning: {warning}", file=sys.stderr)
     if args.json:
@@ -93,13 +93,13 @@ def calibrate(args: argparse.Namespace) -> int:
     sharpen = service()
     if not args.show:
         sizes = QUICK if args.quick else CalibrationSizes()
-        sharpen.calibrate(sizes, progress_bar)
-        print(f"saved {sharpen.profile_path}", file=sys.stderr)
-    profile, warning = sharpen.cost_profile()
+        sharpen.calibrations.calibrate(sizes, progress_bar)
+        print(f"saved {sharpen.routing.profile_path}", file=sys.stderr)
+    profile, warning = sharpen.routing.cost_profile()
     if warning:
         print(f"sharpen: warning: {warning}", file=sys.stderr)
     print(render_profile(profile), end="")
-    base = sharpen.base_plan()
+    base = sharpen.draft_settings.plan()
     quality = sharpen.config.router.quality
 
     def plan_for(n: int) -> DiffusionPlan:

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from app.cli.common import EXIT_ERROR, Command, checked_flag, fail, service
-from app.config import at_least, between, load_config, render_config, set_value
-from app.paths import sharpen_paths
+from app.storage.config import at_least, between, load_config, render_config, set_value
+from app.storage.paths import sharpen_paths
 from engines.diffusion.trace import load_trace
 
 
@@ -64,13 +64,13 @@ def training_data_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def training_data(args: argparse.Namespace) -> int:
-    from app.training_data import instruction_set, make_pairs
+    from app.tools.training_data import instruction_set, make_pairs
     from engines.llama_ar import LlamaAREngine
 
     def report(done: int, total: int, tokens: int) -> None:
         print(f"\r{done}/{total} drafts, {tokens} tokens", end="", file=sys.stderr, flush=True)
 
-    engine = service().ar_engine()
+    engine = service().engines.ar()
     if not isinstance(engine, LlamaAREngine):
         return fail("training data is written by a local AR model: models.complete names a remote one")
     prompts = instruction_set(args.instruction_set, args.count, args.seed, Path(args.quoted_from))
@@ -113,7 +113,7 @@ def doctor_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def doctor(args: argparse.Namespace) -> int:
-    from app.doctor import diagnose, render
+    from app.tools.doctor import diagnose, render
 
     report = diagnose()
     print(json.dumps(report.as_dict(), indent=2) if args.json else render(report), end="\n" if args.json else "")

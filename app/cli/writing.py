@@ -9,8 +9,9 @@ import typing
 from pathlib import Path
 
 from app.cli.common import EXIT_USAGE, Command, checked_flag, engine_label, fail, read_text, service, setting_flag
-from app.reply import DraftKind, DraftRequest, Reply
-from app.traces import save_trace
+from app.domain.draft_request import DraftKind, DraftRequest
+from app.domain.reply import Reply
+from app.storage.traces import save_trace
 from engines.diffusion.settings import DiffusionSettings
 from engines.diffusion.trace import TraceError
 from engines.events import GenerationStats, Pass, Token

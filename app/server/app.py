@@ -94,7 +94,7 @@ class SharpenServer:
     async def models(self, _request: Request) -> JSONResponse:
         configured = self.service.config.models
         try:
-            present = self.service.present_engines()
+            present = self.service.routing.present_engines()
         except Exception as error:
             return api_error_for(error).response()
         entries: list[tuple[str, str, EngineName | None]] = [(ROUTED, "router", None)]
@@ -185,7 +185,7 @@ class SharpenServer:
         estimate = call.reply.route.estimates.get(call.reply.engine)
         if estimate is not None:
             return estimate.seconds
-        profile, _warning = self.service.cost_profile()
+        profile, _warning = self.service.routing.cost_profile()
         return estimate_ar(call.reply.tokens, 0, profile.ar).seconds
 
     @staticmethod

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from app.reply import Reply
+from app.domain.reply import Reply
 from engines.events import Done, Event, Pass, Token
 from engines.stops import before_stops
 

@@ -7,8 +7,9 @@ from collections.abc import Mapping
 
 from starlette.responses import JSONResponse
 
-from app.config import ConfigError
-from app.service import NoDraftModel, RoutingError
+from app.errors import RoutingError
+from app.orchestration.engine_registry import NoDraftModel
+from app.storage.config import ConfigError
 from engines.errors import EmptyPromptError, EngineBusy, EngineError, InvalidRequestError, PromptTooLongError
 from models.errors import ModelError
 

@@ -54,10 +54,6 @@ class EngineQueue:
             raise
         self.running = True
 
-    def leave_unserved(self) -> None:
-        """A request that never ran (its client went while it waited) gives its place back."""
-        self.admitted -= 1
-
     def finish(self, outcome: str) -> None:
         """The running request's thread has ended: the next one may run."""
         self.running = False

@@ -9,10 +9,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.config import BadValue, check_value, settings_registry
-from app.reply import DraftRequest, Reply
+from app.domain.draft_request import DraftRequest
+from app.domain.reply import Reply
 from app.server.errors import ApiError, bad_request
 from app.service import SharpenService
+from app.storage.config import BadValue, check_value, settings_registry
 from engines.cancel import CancelToken
 from engines.diffusion.settings import DiffusionSettings
 from engines.options import options

@@ -10,7 +10,7 @@ from typing import TypeVar
 
 from starlette.requests import Request
 
-from app.reply import Reply
+from app.domain.reply import Reply
 from engines.cancel import CancelToken
 from engines.events import Done, Event
 

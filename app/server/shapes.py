@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from app.reply import Reply
+from app.domain.reply import Reply
 from engines.events import Done, GenerationStats, Pass
 
 if TYPE_CHECKING:

@@ -8,6 +8,7 @@ from typing import Literal, Protocol
 import numpy as np
 
 from engines.messages import Instruction
+from engines.threads import Foreground
 
 # How a pass reuses keys and values computed earlier. Bidirectional attention (Fast-dLLM's approximate
 # caches): "none" decodes the whole sequence; "prefix" keeps the positions before the window; "dual" keeps
@@ -32,6 +33,9 @@ class DiffusionBackend(Protocol):
     # The cache its passes use between a window's first pass (which decodes everything) and the window's
     # end: the router's cost model charges a pass for what it decodes.
     cache_mode: CacheMode
+    # Completions the session runs in the foreground: passes give way to them, and use a thread fewer
+    # while the user is typing.
+    foreground: Foreground
 
     def logits(self, sequence: np.ndarray, start: int, end: int, stable: int) -> np.ndarray:
         """Float32 logits (end - start, vocab): the model's prediction for each position in [start, end).

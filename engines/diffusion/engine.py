@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from engines.cancel import CancelToken
@@ -56,6 +56,17 @@ class DiffusionEngine:
     @property
     def context_length(self) -> int:
         return self.backend.context_length
+
+    @property
+    def backend_name(self) -> str:
+        return self.backend.backend
+
+    @property
+    def mask_token_id(self) -> int:
+        return self.backend.mask_token_id
+
+    def decode(self, tokens: Sequence[int]) -> str:
+        return self.backend.decode(tokens)
 
     def infill_prompt(self, before: str, after: str, length: int) -> DraftPrompt:
         if not before.strip() and not after.strip():

@@ -17,7 +17,6 @@ from __future__ import annotations
 import ctypes
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import llama_cpp
@@ -26,10 +25,11 @@ from llama_cpp import _internals
 
 from engines.chat_template import render_instruction
 from engines.diffusion.backend import CacheMode, KvChoice, block_start, generation_cache
+from engines.diffusion.load_settings import DiffusionLoadSettings
 from engines.errors import EngineError
 from engines.llama_load import ContextShape, KvType, open_llama, use_threads
 from engines.messages import Instruction, plain_text
-from engines.threads import threads_for
+from engines.threads import Foreground, threads_for
 from models.adapted import adapter_info, base_as_diffusion
 from models.errors import UnsupportedModel
 from models.gguf_info import GGUFInfo, inspect_gguf
@@ -42,18 +42,6 @@ def kv_type_for(choice: KvChoice, parameters: int) -> KvType:
     if choice != "auto":
         return choice
     return "f32" if parameters < SMALL_MODEL else "f16"
-
-
-@dataclass(frozen=True)
-class LlamaDiffusionSettings:
-    n_ctx: int = 1024
-    n_threads: int = 0  # 0: engines.threads chooses per call
-    n_gpu_layers: int = -1
-    # The cache to use where the file allows one (the cacheable form); full re-decoding otherwise.
-    cache: CacheMode = "dual"
-    # The precision of the cached keys and values: "auto" is f32 below SMALL_MODEL parameters (exact to
-    # float rounding, at twice the memory of f16, which is little there) and f16 from there on.
-    kv_type: KvChoice = "auto"
 
 
 def check_diffusion_gguf(info: GGUFInfo) -> None:
@@ -92,11 +80,16 @@ class LlamaDiffusionBackend:
     backend = "llama.cpp"
 
     def __init__(
-        self, model_path: Path, settings: LlamaDiffusionSettings | None = None, adapter: Path | None = None
+        self,
+        model_path: Path,
+        settings: DiffusionLoadSettings | None = None,
+        adapter: Path | None = None,
+        foreground: Foreground | None = None,
     ) -> None:
         """`adapter`: a LoRA adapter of Sharpen's (models/adapted.py) that makes the AR file `model_path`
         a diffusion model, applied at load with the settings it names; the caller has verified the base."""
-        self.settings = settings or LlamaDiffusionSettings()
+        self.settings = settings or DiffusionLoadSettings()
+        self.foreground = foreground or Foreground()
         self.model_path = Path(model_path)
         self.adapter = adapter
         if adapter is None:
@@ -253,7 +246,7 @@ class LlamaDiffusionBackend:
         if first_row < 0:
             raise EngineError("a model that shifts its logits needs at least one token before the canvas")
         tokens = [int(t) for t in sequence]
-        use_threads(self._llama, threads_for(self.settings.n_threads, background=True))
+        use_threads(self._llama, threads_for(self.settings.n_threads, foreground_busy=self.foreground.busy()))
         if self._mode == "block":
             return self._block_logits(tokens[:end], start)
         if self._mode == "none":
@@ -341,7 +334,7 @@ def fills_gaps(probe_model: Path) -> bool:
     """Whether this llama.cpp build runs the dual cache: what a backend's probe found, or else a probe now
     on `probe_model` (a small cacheable file)."""
     if _Build.fills_gaps is None:
-        LlamaDiffusionBackend(probe_model, LlamaDiffusionSettings(n_ctx=64, n_gpu_layers=0))
+        LlamaDiffusionBackend(probe_model, DiffusionLoadSettings(n_ctx=64, n_gpu_layers=0))
     return bool(_Build.fills_gaps)
 
 

@@ -20,7 +20,6 @@ from engines.diffusion.scoring import Proposals, propose
 from engines.diffusion.settings import DiffusionSettings, EosRule
 from engines.events import MASKED_PIECE, DiffusionStats, Done, FinishReason, Pass
 from engines.repeats import ban_repeats
-from engines.threads import FOREGROUND
 
 UNCACHED_TIMESTEP = (
     "the timestep schedule refines the whole canvas to the end, so a cached prompt would never be brought up "
@@ -90,7 +89,13 @@ class _Canvas:
         return cached
 
     def snapshot(
-        self, index: int, committed: np.ndarray, confidences: np.ndarray, window: tuple[int, int], elapsed: float
+        self,
+        index: int,
+        committed: np.ndarray,
+        confidences: np.ndarray,
+        window: tuple[int, int],
+        elapsed: float,
+        planned: int | None,
     ) -> Pass:
         tokens = [int(t) for t in self.tokens]
         return Pass(
@@ -103,6 +108,7 @@ class _Canvas:
             stable_prefix=self.stable_prefix(),
             window=window,
             elapsed_s=elapsed,
+            planned_passes=planned,
         )
 
 
@@ -137,7 +143,8 @@ class DiffusionSampler:
         finish: FinishReason = "length"
 
         align = canvas.offset if used == "block" else 0
-        for window in self._windows(settings, length, align):
+        windows = list(self._windows(settings, length, align))
+        for number, window in enumerate(windows):
             while len(masked := canvas.masked_positions(window.lo, window.hi)):
                 if cancel.cancelled:
                     finish = "cancelled"
@@ -148,7 +155,7 @@ class DiffusionSampler:
                     skipped.append(window.step)
                     window.step += 1
                     continue
-                waited_s += FOREGROUND.wait()  # a completion (ghost text) runs first; at most a second
+                waited_s += self.backend.foreground.wait()  # a completion (ghost text) runs first; at most a second
                 first_mask = canvas.first_mask()
                 step = _plan(settings, canvas, window, masked, align)
                 before = time.perf_counter()
@@ -187,7 +194,10 @@ class DiffusionSampler:
                 window.step += 1
                 if settings.stop_at_eos and _stops(settings, canvas, window):
                     finish = "eos"
-                yield canvas.snapshot(passes - 1, positions, probabilities, step.window, time.perf_counter() - start)
+                planned = _planned_passes(settings, canvas, windows[number:], passes)
+                yield canvas.snapshot(
+                    passes - 1, positions, probabilities, step.window, time.perf_counter() - start, planned
+                )
                 if finish == "eos":
                     break
             if finish != "length":
@@ -239,6 +249,17 @@ class DiffusionSampler:
             budgets = apportion(settings.steps, [hi - lo for lo, hi in bounds])
         for (lo, hi), budget in zip(bounds, budgets, strict=True):
             yield _Window(lo, hi, budget)
+
+
+def _planned_passes(settings: DiffusionSettings, canvas: _Canvas, windows: list[_Window], passes: int) -> int | None:
+    """The passes the draft takes as it stands after `passes` of them: the windows left (the current one first)
+    still take their schedule's, and more where the end-of-text rule held masks back. None where the text
+    decides: a threshold, Dream's random "origin" rule."""
+    if settings.threshold is not None or (settings.schedule == "timestep" and settings.algorithm == "origin"):
+        return None
+    return passes + sum(
+        window.passes_left(settings, len(canvas.masked_positions(window.lo, window.hi))) for window in windows
+    )
 
 
 def apportion(total: int, sizes: list[int]) -> list[int]:
@@ -313,6 +334,25 @@ class _Window:
         if settings.schedule == "timestep":
             return timestep_commits(masked_now, self.step, self.budget, settings.eps)
         return block_commits(masked_now, self.step, self.budget)
+
+    def passes_left(self, settings: DiffusionSettings, masked_now: int) -> int:
+        """The passes this window still takes for its `masked_now` masks if it commits what its schedule
+        says: a step past the budget commits all that is left."""
+        if settings.sampler == "fast_dllm_v2":
+            return masked_now  # without a threshold, one position a pass
+        if settings.sampler == "sharpen" and settings.schedule == "blocks":
+            return min(masked_now, max(1, self.budget - self.step))  # the masks spread over the passes left
+        sdar_counts = even_split(settings.block_length, self.budget) if settings.sampler == "sdar" else []
+        masked, step, passes = masked_now, self.step, 0
+        while masked:
+            if settings.sampler == "sdar":
+                count = max(1, sdar_counts[step] if step < len(sdar_counts) else masked)
+            else:
+                count = timestep_commits(masked, step, self.budget, settings.eps)
+            masked -= min(count, masked)
+            passes += count > 0
+            step += 1
+        return passes
 
     def commits_nothing(self, settings: DiffusionSettings, masked_now: int, rng: np.random.Generator) -> bool:
         """Whether this step is known, before the forward pass, to commit nothing (Dream's schedule only: the

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -47,10 +46,6 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 4096) -> Tokenizer:
     )
     tokenizer.train_from_iterator(texts, trainer=trainer)
     return tokenizer
-
-
-def load_tokenizer(path: Path) -> Tokenizer:
-    return Tokenizer.from_file(str(path))
 
 
 def special_ids(tokenizer: Tokenizer) -> SpecialIds:

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from app.config import load_config
-from app.paths import sharpen_paths
 from app.service import SharpenService
+from app.storage.config import load_config
+from app.storage.paths import sharpen_paths
 from models.errors import UnsupportedModel
 
 
@@ -47,7 +47,7 @@ def test_a_broken_checkpoint_is_refused_before_the_config_changes(llada_checkpoi
     assert service.config.models.draft == "sharpen-draft"
     service.use_model("draft", str(llada_checkpoint))
     assert load_config(sharpen_paths().config_file).models.draft == str(llada_checkpoint)
-    assert service.diffusion_engine().backend.backend == "torch"
+    assert service.engines.diffusion().backend.backend == "torch"
 
 
 def test_calibrate_with_a_checkpoint_folder(llada_checkpoint: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from app.atomic import write_atomic
-from app.config import (
+from app.storage.atomic import write_atomic
+from app.storage.config import (
     Config,
     ConfigError,
     config_from_flat,
@@ -16,7 +16,7 @@ from app.config import (
     set_value,
     settings_registry,
 )
-from app.paths import sharpen_paths
+from app.storage.paths import sharpen_paths
 
 
 def test_missing_file_means_defaults(tmp_path: Path) -> None:

@@ -3,11 +3,11 @@ and, on the real embedded model, a draft that reads the document and one that do
 
 from __future__ import annotations
 
-from app.config import Config
-from app.context import fit_context, suggested_rewrite_tokens
-from app.paths import sharpen_paths
-from app.reply import DraftRequest
+from app.domain.context import fit_context, suggested_rewrite_tokens
+from app.domain.draft_request import DraftRequest
 from app.service import SharpenService
+from app.storage.config import Config
+from app.storage.paths import sharpen_paths
 from router.request import approximate_tokens
 
 
@@ -104,7 +104,7 @@ def test_an_ar_draft_into_one_paragraph_longer_than_the_context_still_runs(sharp
     assert reply.text()
     assert reply.context is not None and reply.context.left_out_before > 0
     assert paragraph.endswith(reply.context.before)
-    assert reply.done is not None and reply.done.stats.prompt_tokens + 24 <= service.ar_engine().context_length
+    assert reply.done is not None and reply.done.stats.prompt_tokens + 24 <= service.engines.ar().context_length
 
 
 def test_a_continuation_without_fim_says_the_text_after_was_not_seen(sharpen_home: object) -> None:

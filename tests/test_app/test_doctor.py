@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-import app.doctor
-from app.atomic import write_atomic
+import app.tools.doctor
 from app.cli import main
-from app.config import Config
-from app.doctor import check_build, check_threads, rebuild_command
+from app.storage.atomic import write_atomic
+from app.storage.config import Config
+from app.tools.doctor import check_build, check_threads, rebuild_command
 from engines.llama_build import NO_AMX_FLAGS, BuildInfo, CpuInfo, build_info, parse_features
 from engines.threads import available_cores
 from router.profile import ArCosts, CostProfile, DiffusionCosts, save_profile
@@ -158,7 +158,7 @@ def test_a_llama_cpp_without_the_patch_warns_that_drafts_use_the_prefix_cache(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """This build has the patch, so the probe's refusal is stood in for."""
-    monkeypatch.setattr(app.doctor, "fills_gaps", lambda _path: False)
+    monkeypatch.setattr(app.tools.doctor, "fills_gaps", lambda _path: False)
     code, findings = _doctor(capsys)
     assert code == 0
     finding = findings["dual cache"]

@@ -6,8 +6,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from app.draft_history import DraftHistory
-from app.reply import Reply
+from app.domain.job import Job, Opened
+from app.domain.reply import Reply
+from app.storage.draft_history import DraftHistory
 from engines.events import Done, GenerationStats
 from engines.llama_ar import LlamaAREngine
 from router.request import Route
@@ -16,7 +17,8 @@ from router.request import Route
 def finished(ar_engine: LlamaAREngine, text: str) -> Reply:
     """A finished AR reply (the engine only names the model: the events are given)."""
     done = Done(text, GenerationStats(3, 0, 0, 2, 0.01, 0.02, "eos"))
-    reply = Reply(Route("ar", "smollm2-135m-instruct", {}), lambda: (iter([done]), ar_engine), kind="draft", tokens=2)
+    job = Job(2, lambda: Opened(iter([done]), ar_engine))
+    reply = Reply(Route("ar", "smollm2-135m-instruct", 2), job, kind="draft")
     reply.text()
     return reply
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from app.cli import build_parser
-from app.config import Config, ModelsSection, RouterSection, settings_registry
-from app.paths import sharpen_paths
-from app.reply import DraftRequest
+from app.domain.draft_request import DraftRequest
 from app.service import SharpenService
+from app.storage.config import Config, ModelsSection, RouterSection, settings_registry
+from app.storage.paths import sharpen_paths
 from engines.diffusion.settings import DiffusionSettings
 from engines.events import DiffusionStats, GenerationStats, Pass, Token
 from engines.options import options

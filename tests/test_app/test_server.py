@@ -16,13 +16,13 @@ import httpx2 as httpx
 import openai
 import pytest
 
-from app.config import Config, ModelsSection
-from app.paths import SharpenPaths
-from app.reply import DraftRequest
+from app.domain.draft_request import DraftRequest
 from app.server.app import ServerOptions
 from app.server.errors import api_error_for
 from app.server.threaded import running_server
 from app.service import SharpenService
+from app.storage.config import Config, ModelsSection
+from app.storage.paths import SharpenPaths
 from engines.errors import EngineBusy, EngineError
 from router.calibration import QUICK
 
@@ -324,7 +324,7 @@ def test_a_busy_ar_engine_says_when_to_retry_and_a_remote_sharpen_passes_it_on(
         assert _wait_for(lambda: _status(url)["ar"]["running"])
         with pytest.raises(openai.RateLimitError) as refused:
             client(url).completions.create(model="sharpen", prompt="Dear Sam,", max_tokens=1000)
-        estimated = service.cost_profile()[0].ar.seconds_per_token * 1000
+        estimated = service.routing.cost_profile()[0].ar.seconds_per_token * 1000
         assert int(refused.value.response.headers["retry-after"]) == max(1, math.ceil(estimated))
         remote_name = f"openai:{url}/v1#smollm2-135m-instruct"
         remote = SharpenService(
@@ -408,7 +408,7 @@ def test_a_remote_openai_compatible_model_serves_completions(
     remote_name = f"openai:{base_url}/v1#smollm2-135m-instruct"
     config = Config(models=ModelsSection(complete=remote_name, draft=""))
     remote = SharpenService(config, SharpenPaths.under(tmp_path))
-    assert remote.present_engines() == {"ar": remote_name}
+    assert remote.routing.present_engines() == {"ar": remote_name}
     completed = remote.complete("Dear Sam, thanks for", max_tokens=8, stop=["!"])
     assert completed.text() == service.complete("Dear Sam, thanks for", max_tokens=8, stop=["!"]).text()
     assert completed.model == remote_name
@@ -416,10 +416,10 @@ def test_a_remote_openai_compatible_model_serves_completions(
     assert remote.chat(instruction, max_tokens=24).text() == service.chat(instruction, max_tokens=24).text()
     drafted = remote.draft(DraftRequest("draft", instruction, tokens=64))
     assert drafted.engine == "ar" and drafted.text() == service.chat(instruction, max_tokens=64).text()
-    profile = remote.calibrate(QUICK, lambda _fraction, _label: None)
+    profile = remote.calibrations.calibrate(QUICK, lambda _fraction, _label: None)
     assert profile.ar.model == remote_name and profile.ar.measured
     assert profile.ar.seconds_per_token > 0 and profile.ar.prompt_tokens_per_s > 0
-    assert remote.cost_profile()[0].ar.measured
+    assert remote.routing.cost_profile()[0].ar.measured
 
 
 def test_a_remote_model_that_does_not_answer_is_one_clear_error(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 
-from app.reply import DraftRequest
+from app.domain.draft_request import DraftRequest
 from app.server.queueing import EngineQueue, QueueFull
 from engines.cancel import CancelToken
 from engines.stops import before_stops

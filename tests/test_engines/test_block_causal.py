@@ -22,8 +22,9 @@ from fixture_models import write_tiny_model
 
 from engines.diffusion.backend import CacheMode
 from engines.diffusion.engine import DiffusionEngine
-from engines.diffusion.hf.backend import TorchDiffusionBackend, TorchDiffusionSettings
-from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings, kv_type_for
+from engines.diffusion.hf.backend import TorchDiffusionBackend
+from engines.diffusion.llama_backend import LlamaDiffusionBackend, kv_type_for
+from engines.diffusion.load_settings import DiffusionLoadSettings
 from engines.diffusion.sampler import block_bounds
 from engines.diffusion.settings import DiffusionSettings
 from engines.events import DiffusionStats, Done, Pass
@@ -46,6 +47,7 @@ class MaskedReference:
         self.instruction_tokens, self.tokenize = backend.instruction_tokens, backend.tokenize
         self.piece, self.decode = backend.piece, backend.decode
         self.cache_mode: CacheMode = "block"
+        self.foreground = backend.foreground
         self.block_length = 0
         self.passes = 0
 
@@ -73,7 +75,7 @@ class Lockstep:
         self.backend, self.model_path = ours.backend, ours.model_path
         self.instruction_tokens, self.tokenize = ours.instruction_tokens, ours.tokenize
         self.piece, self.decode = ours.piece, ours.decode
-        self.cache_mode = ours.cache_mode
+        self.cache_mode, self.foreground = ours.cache_mode, ours.foreground
         self.largest_difference = 0.0
 
     def reset(self, cache: bool = True, block_length: int = 0, suffix: bool = False) -> CacheMode:
@@ -99,8 +101,8 @@ def canvases(backend: object, length: int, settings: DiffusionSettings, before: 
 def torch_pair(tmp_path: Path, architecture: str, seed: int) -> tuple[TorchDiffusionBackend, MaskedReference, Path]:
     weights = random_weights(architecture, seed=seed)
     folder = write_checkpoint(tmp_path / f"{architecture}-{seed}", architecture, weights=weights)
-    ours = TorchDiffusionBackend(folder, TorchDiffusionSettings(cache="block", n_ctx=512))
-    reference = MaskedReference(TorchDiffusionBackend(folder, TorchDiffusionSettings(cache="none", n_ctx=512)))
+    ours = TorchDiffusionBackend(folder, DiffusionLoadSettings(cache="block", n_ctx=512))
+    reference = MaskedReference(TorchDiffusionBackend(folder, DiffusionLoadSettings(cache="none", n_ctx=512)))
     kv_heads = 2 if architecture == "dream" else 4
     # The cacheable form of the same weights (as the twins are): an AR architecture with causal attention
     # off, llama for LLaDA (q and k rows in ggml's rope layout), qwen2 for Dream.
@@ -128,7 +130,7 @@ CASES: Sequence[tuple[int, int, int, str]] = (
 @pytest.mark.parametrize("architecture", ["llada", "dream"])
 def test_block_causal_equals_the_masked_reference_on_torch_and_llama_cpp(tmp_path: Path, architecture: str) -> None:
     ours, reference, gguf = torch_pair(tmp_path, architecture, seed=4)
-    llama = LlamaDiffusionBackend(gguf, LlamaDiffusionSettings(n_ctx=512, cache="block"))
+    llama = LlamaDiffusionBackend(gguf, DiffusionLoadSettings(n_ctx=512, cache="block"))
     assert llama.cache_mode == "block"
     # And a canvas whose last block holds a single position: with a shift, a pass that decodes one row
     # and predicts none of its own (the position's prediction is the settled block's last row).
@@ -155,7 +157,7 @@ def test_f16_keys_and_values_cost_precision_at_their_stated_tolerance(tmp_path: 
     settings = DiffusionSettings.reference(steps=16, block_length=8, stop_at_eos=False)
     differences = {}
     for kv_type in ("f16", "f32"):
-        backend = LlamaDiffusionBackend(gguf, LlamaDiffusionSettings(n_ctx=512, cache="block", kv_type=kv_type))
+        backend = LlamaDiffusionBackend(gguf, DiffusionLoadSettings(n_ctx=512, cache="block", kv_type=kv_type))
         assert backend.kv_type == kv_type
         lockstep = Lockstep(backend, reference)
         canvases(lockstep, 32, settings)

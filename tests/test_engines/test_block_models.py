@@ -33,8 +33,8 @@ from torch.nn import functional as F
 from engines.diffusion.backend import CacheMode
 from engines.diffusion.block_samplers import authors_proposals
 from engines.diffusion.engine import DiffusionEngine
-from engines.diffusion.hf.backend import TorchDiffusionBackend, TorchDiffusionSettings
-from engines.diffusion.hf.loading import TorchLoadSettings
+from engines.diffusion.hf.backend import TorchDiffusionBackend
+from engines.diffusion.load_settings import DiffusionLoadSettings
 from engines.diffusion.sampler import DiffusionSampler, block_bounds
 from engines.diffusion.settings import DiffusionSettings
 from engines.errors import InvalidRequestError
@@ -54,8 +54,8 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def backend(folder: Path, cache: CacheMode = "block", quantization: str = "none") -> TorchDiffusionBackend:
-    load = TorchLoadSettings(quantization=quantization)
-    return TorchDiffusionBackend(folder, TorchDiffusionSettings(load=load, cache=cache, n_ctx=512))
+    settings = DiffusionLoadSettings(quantization=quantization, cache=cache, n_ctx=512)
+    return TorchDiffusionBackend(folder, settings)
 
 
 # ----- the checkpoints --------------------------------------------------------------------------

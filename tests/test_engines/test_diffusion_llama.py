@@ -14,7 +14,8 @@ from engines.cancel import CancelToken
 from engines.diffusion import llama_backend
 from engines.diffusion.backend import CacheMode
 from engines.diffusion.engine import DiffusionEngine
-from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
+from engines.diffusion.llama_backend import LlamaDiffusionBackend
+from engines.diffusion.load_settings import DiffusionLoadSettings
 from engines.diffusion.settings import DiffusionSettings
 from engines.errors import EmptyPromptError, PromptTooLongError
 from engines.events import DiffusionStats, Done, Event, Pass
@@ -147,8 +148,8 @@ def test_cancel_stops_within_one_pass(llada: DiffusionEngine) -> None:
 def test_caches_decode_less_and_full_path_matches_llada(
     tiny_cacheable_path: Path, tiny_llada_path: Path, mode: CacheMode
 ) -> None:
-    cached = LlamaDiffusionBackend(tiny_cacheable_path, LlamaDiffusionSettings(cache=mode))
-    full = LlamaDiffusionBackend(tiny_cacheable_path, LlamaDiffusionSettings(cache="none"))
+    cached = LlamaDiffusionBackend(tiny_cacheable_path, DiffusionLoadSettings(cache=mode))
+    full = LlamaDiffusionBackend(tiny_cacheable_path, DiffusionLoadSettings(cache="none"))
     llada = LlamaDiffusionBackend(tiny_llada_path)
     assert cached.cache_mode == mode and cached.cache_note == "" and full.cache_mode == "none"
     tokens = np.array(DiffusionEngine(full, "x").draft_prompt("Write a note.", 64).prompt + [MASK_ID] * 64)
@@ -185,7 +186,7 @@ def test_dual_cache_falls_back_to_prefix_on_a_llama_cpp_without_the_patch(
     it, so the refusal is stood in for here."""
     monkeypatch.setattr(LlamaDiffusionBackend, "_fills_gaps", lambda self: False)
     monkeypatch.setattr(llama_backend._Build, "fills_gaps", None)  # what the stand-in probe records is undone
-    backend = LlamaDiffusionBackend(tiny_cacheable_path, LlamaDiffusionSettings(cache="dual"))
+    backend = LlamaDiffusionBackend(tiny_cacheable_path, DiffusionLoadSettings(cache="dual"))
     assert backend.cache_mode == "prefix"
     assert "lacks Sharpen's patch" in backend.cache_note
     # What routing estimates with from then on, without loading a model of its own.
@@ -194,7 +195,7 @@ def test_dual_cache_falls_back_to_prefix_on_a_llama_cpp_without_the_patch(
 
 def test_the_probe_is_refused_where_causal_attention_keeps_the_check(tiny_cacheable_path: Path) -> None:
     """The patch lifts llama.cpp's consecutive-positions check for non-causal batches only."""
-    backend = LlamaDiffusionBackend(tiny_cacheable_path, LlamaDiffusionSettings(cache="dual"))
+    backend = LlamaDiffusionBackend(tiny_cacheable_path, DiffusionLoadSettings(cache="dual"))
     assert backend._fills_gaps()
     llama_cpp.llama_set_causal_attn(backend._ctx.ctx, True)
     try:

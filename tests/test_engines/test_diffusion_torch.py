@@ -18,9 +18,10 @@ from safetensors.numpy import load_file
 
 from engines.diffusion.backend import CacheMode, TextDiffusionBackend
 from engines.diffusion.engine import DiffusionEngine
-from engines.diffusion.hf.backend import TorchDiffusionBackend, TorchDiffusionSettings
-from engines.diffusion.hf.loading import TorchLoadSettings, TorchSetupError
-from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
+from engines.diffusion.hf.backend import TorchDiffusionBackend
+from engines.diffusion.hf.loading import TorchSetupError
+from engines.diffusion.llama_backend import LlamaDiffusionBackend
+from engines.diffusion.load_settings import DiffusionLoadSettings
 from engines.diffusion.settings import DiffusionSettings
 from engines.events import DiffusionStats, Done, Pass
 
@@ -29,8 +30,8 @@ GREEDY = DiffusionSettings.reference(steps=48, block_length=16, stop_at_eos=Fals
 
 
 def torch_backend(folder: Path, cache: CacheMode = "none", quantization: str = "none") -> TorchDiffusionBackend:
-    load = TorchLoadSettings(quantization=quantization)
-    return TorchDiffusionBackend(folder, TorchDiffusionSettings(load=load, cache=cache, n_ctx=512))
+    settings = DiffusionLoadSettings(quantization=quantization, cache=cache, n_ctx=512)
+    return TorchDiffusionBackend(folder, settings)
 
 
 def draft(
@@ -72,7 +73,7 @@ def test_same_weights_give_the_same_greedy_draft_in_llama_cpp_and_torch(tmp_path
     folder = write_checkpoint(tmp_path / "hf", architecture, weights=weights)
     gguf = export_gguf(tmp_path / f"{architecture}.gguf", architecture, weights)
     in_torch = torch_backend(folder)
-    in_llama = LlamaDiffusionBackend(gguf, LlamaDiffusionSettings(n_ctx=512))
+    in_llama = LlamaDiffusionBackend(gguf, DiffusionLoadSettings(n_ctx=512))
     # The checkpoint's tokenizer and chat template give llama.cpp's prompt, token for token.
     assert in_torch.instruction_tokens(INSTRUCTION) == in_llama.instruction_tokens(INSTRUCTION)
     sequence, offset = masked_sequence(in_llama, 32)
@@ -127,7 +128,7 @@ class AgreementProbe:
         self.mask_token_id, self.eos_token_ids = cached.mask_token_id, cached.eos_token_ids
         self.vocab_size, self.context_length = cached.vocab_size, cached.context_length
         self.backend, self.model_path = cached.backend, cached.model_path
-        self.cache_mode = cached.cache_mode
+        self.cache_mode, self.foreground = cached.cache_mode, cached.foreground
         self.instruction_tokens, self.tokenize = cached.instruction_tokens, cached.tokenize
         self.piece, self.decode = cached.piece, cached.decode
 
@@ -203,8 +204,8 @@ def test_threshold_decoding_and_infill_run_through_the_torch_backend(dream_check
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: placement and offload across devices")
 def test_offload_splits_layers_between_gpu_and_cpu(llada_checkpoint: Path) -> None:
-    load = TorchLoadSettings(device="cuda", quantization="nf4", max_gpu_memory_gib=13e6 / 2**30)
-    backend = TorchDiffusionBackend(llada_checkpoint, TorchDiffusionSettings(load=load, n_ctx=512))
+    settings = DiffusionLoadSettings(device="cuda", quantization="nf4", max_gpu_memory_gib=13e6 / 2**30, n_ctx=512)
+    backend = TorchDiffusionBackend(llada_checkpoint, settings)
     assert backend.loaded.placement.is_split and backend.loaded.placement.offloaded()
     done, passes = draft(backend)
     assert len(passes) == GREEDY.steps and done.text
@@ -212,16 +213,14 @@ def test_offload_splits_layers_between_gpu_and_cpu(llada_checkpoint: Path) -> No
 
 def test_settings_this_machine_cannot_run_are_refused_clearly(llada_checkpoint: Path) -> None:
     with pytest.raises(TorchSetupError, match="fp32"):
-        TorchDiffusionBackend(
-            llada_checkpoint, TorchDiffusionSettings(load=TorchLoadSettings(device="cpu", dtype="bf16"))
-        )
+        TorchDiffusionBackend(llada_checkpoint, DiffusionLoadSettings(device="cpu", dtype="bf16"))
     with pytest.raises(TorchSetupError, match="quantization must be one of"):
-        TorchDiffusionBackend(llada_checkpoint, TorchDiffusionSettings(load=TorchLoadSettings(quantization="q3")))
+        TorchDiffusionBackend(llada_checkpoint, DiffusionLoadSettings(quantization="q3"))
     with pytest.raises(TorchSetupError, match="cache must be one of"):
-        TorchDiffusionBackend(llada_checkpoint, TorchDiffusionSettings(cache="triple"))  # type: ignore[arg-type]  # refused at run time too
+        TorchDiffusionBackend(llada_checkpoint, DiffusionLoadSettings(cache="triple"))  # type: ignore[arg-type]  # refused at run time too
     if not torch.cuda.is_available():
         with pytest.raises(TorchSetupError, match="sees no CUDA device"):
-            TorchDiffusionBackend(llada_checkpoint, TorchDiffusionSettings(load=TorchLoadSettings(device="cuda")))
+            TorchDiffusionBackend(llada_checkpoint, DiffusionLoadSettings(device="cuda"))
 
 
 def test_the_base_install_paths_stay_torch_free(llada_checkpoint: Path) -> None:

@@ -20,8 +20,9 @@ import torch
 from fixture_checkpoints import MASK_ID, export_gguf, random_weights, write_checkpoint
 
 from engines.diffusion.engine import DiffusionEngine
-from engines.diffusion.hf.backend import TorchDiffusionBackend, TorchDiffusionSettings
-from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
+from engines.diffusion.hf.backend import TorchDiffusionBackend
+from engines.diffusion.llama_backend import LlamaDiffusionBackend
+from engines.diffusion.load_settings import DiffusionLoadSettings
 from engines.diffusion.settings import DiffusionSettings
 from engines.events import Pass
 from models.transformer import LayerKV
@@ -136,13 +137,13 @@ def sharpen_canvases(backend: object, length: int, settings: DiffusionSettings) 
 def backends(tmp_path: Path, architecture: str, seed: int) -> tuple[TorchDiffusionBackend, dict[str, object]]:
     weights = random_weights(architecture, seed=seed)
     folder = write_checkpoint(tmp_path / f"{architecture}-{seed}", architecture, weights=weights)
-    reference = TorchDiffusionBackend(folder, TorchDiffusionSettings(cache="none", n_ctx=512))
+    reference = TorchDiffusionBackend(folder, DiffusionLoadSettings(cache="none", n_ctx=512))
     gguf = export_gguf(tmp_path / f"{architecture}-{seed}.gguf", architecture, weights)
     ours: dict[str, object] = {
-        f"torch {cache}": TorchDiffusionBackend(folder, TorchDiffusionSettings(cache=cache, n_ctx=512))
+        f"torch {cache}": TorchDiffusionBackend(folder, DiffusionLoadSettings(cache=cache, n_ctx=512))
         for cache in ("none", "prefix", "dual")
     }
-    ours["llama.cpp"] = LlamaDiffusionBackend(gguf, LlamaDiffusionSettings(n_ctx=512))
+    ours["llama.cpp"] = LlamaDiffusionBackend(gguf, DiffusionLoadSettings(n_ctx=512))
     return reference, ours
 
 

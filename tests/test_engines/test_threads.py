@@ -15,7 +15,7 @@ from engines.diffusion.sampler import DiffusionSampler
 from engines.diffusion.settings import DiffusionSettings
 from engines.events import DiffusionStats, Done
 from engines.llama_ar import LlamaAREngine, LlamaSettings
-from engines.threads import FOREGROUND, CpuLoad, Foreground, auto_threads, available_cores, threads_for
+from engines.threads import CpuLoad, Foreground, auto_threads, available_cores, threads_for
 
 PROMPT = [0, 1, 2]
 
@@ -115,7 +115,7 @@ def test_a_draft_gives_way_between_passes_and_says_how_long() -> None:
     release = threading.Event()
 
     def completion() -> None:
-        with FOREGROUND.running():
+        with backend.foreground.running():
             release.wait(2)
 
     holder = threading.Thread(target=completion)

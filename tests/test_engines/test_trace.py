@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from scripted_backend import ScriptedBackend, fixed_script
 
-from app.traces import save_trace
+from app.storage.traces import save_trace
 from engines.diffusion.sampler import DiffusionSampler
 from engines.diffusion.settings import DiffusionSettings
 from engines.diffusion.trace import Trace, TraceError, TraceHeader, load_trace, parse_trace

@@ -17,11 +17,12 @@ import pytest
 torch = pytest.importorskip("torch", reason="training the adapter needs the torch extra")
 
 from app.cli import main  # noqa: E402
-from app.config import load_config  # noqa: E402
-from app.paths import sharpen_paths  # noqa: E402
 from app.service import SharpenService  # noqa: E402
+from app.storage.config import load_config  # noqa: E402
+from app.storage.paths import sharpen_paths  # noqa: E402
 from engines.diffusion.engine import DiffusionEngine  # noqa: E402
-from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings  # noqa: E402
+from engines.diffusion.llama_backend import LlamaDiffusionBackend  # noqa: E402
+from engines.diffusion.load_settings import DiffusionLoadSettings  # noqa: E402
 from engines.diffusion.settings import DiffusionSettings  # noqa: E402
 from engines.events import DiffusionStats, Done  # noqa: E402
 from models import adapted  # noqa: E402
@@ -65,7 +66,7 @@ def test_llama_cpp_with_the_adapter_computes_what_torch_computes(tiny_llama_path
     model = base_model(tiny_llama_path).eval()
     lora = random_lora(model, rank=4)
     path = write_adapter(tmp_path / "lora.gguf", tiny_llama_path, lora, alpha=4.0, name="parity")
-    backend = LlamaDiffusionBackend(tiny_llama_path, LlamaDiffusionSettings(n_ctx=128, cache="none"), adapter=path)
+    backend = LlamaDiffusionBackend(tiny_llama_path, DiffusionLoadSettings(n_ctx=128, cache="none"), adapter=path)
     assert backend.shift == 1 and backend.mask_token_id == MASK_TOKEN_ID and backend.cache_mode == "none"
     prompt = backend.instruction_tokens("Write a short note about the picnic.")
     sequence = np.array([*prompt, *[MASK_TOKEN_ID] * 12])
@@ -89,7 +90,7 @@ def test_bidirectional_attention_sees_tokens_after(tiny_llama_path: Path, tmp_pa
     """A later token changes an earlier row's logits: the causal AR base was made bidirectional at load."""
     model = base_model(tiny_llama_path)
     path = write_adapter(tmp_path / "lora.gguf", tiny_llama_path, random_lora(model, 2), alpha=2.0, name="t")
-    backend = LlamaDiffusionBackend(tiny_llama_path, LlamaDiffusionSettings(n_ctx=64, cache="none"), adapter=path)
+    backend = LlamaDiffusionBackend(tiny_llama_path, DiffusionLoadSettings(n_ctx=64, cache="none"), adapter=path)
     first = backend.logits(np.array([1, 300, MASK_TOKEN_ID, 400]), 1, 2, 1)
     second = backend.logits(np.array([1, 300, MASK_TOKEN_ID, 500]), 1, 2, 1)
     assert not np.allclose(first, second)
@@ -177,7 +178,7 @@ def test_adaptation_trains_and_the_adapter_drafts_with_the_dual_cache(tiny_llama
     assert "trainable parameters" in lines[0] and lines[-1].startswith("done: 4 steps")
     info = adapter_info(path)
     assert info.rank == 4 and info.base_sha256 == sha256_of(tiny_llama_path)
-    backend = LlamaDiffusionBackend(tiny_llama_path, LlamaDiffusionSettings(n_ctx=256), adapter=path)
+    backend = LlamaDiffusionBackend(tiny_llama_path, DiffusionLoadSettings(n_ctx=256), adapter=path)
     assert backend.cache_mode == "dual"
     # A tiny model taught a few steps is surest of end-of-text; ranked last, every pass runs.
     settings = replace(DiffusionSettings.reference(steps=8, block_length=8, eos="last"), stop_at_eos=False)
@@ -209,7 +210,7 @@ def test_the_service_drafts_with_an_adapter_merged_into_its_catalogued_base(
     assert (planned.path, planned.adapter, planned.cached) == (tiny_llama_path, adapter, True)
     assert "its merged copy is written on first use" in planned.note
     assert service.models.check("draft", str(adapter)).path == adapter
-    engine = service.diffusion_engine()
+    engine = service.engines.diffusion()
     backend = engine.backend
     assert isinstance(backend, LlamaDiffusionBackend) and backend.adapter is None
     assert backend.model_path.parent == service.paths.data_dir / "adapters"
@@ -219,7 +220,7 @@ def test_the_service_drafts_with_an_adapter_merged_into_its_catalogued_base(
     done = [e for e in events if isinstance(e, Done)][-1]
     assert isinstance(done.stats, DiffusionStats) and done.stats.cache == "dual"
     # The merged file computes what the adapter applied at run time does, up to Q8_0's rounding.
-    applied = LlamaDiffusionBackend(tiny_llama_path, LlamaDiffusionSettings(n_ctx=64, cache="none"), adapter=adapter)
+    applied = LlamaDiffusionBackend(tiny_llama_path, DiffusionLoadSettings(n_ctx=64, cache="none"), adapter=adapter)
     sequence = np.array([*applied.instruction_tokens("Write a poem."), *[MASK_TOKEN_ID] * 8])
     start = len(sequence) - 8
     ours = backend.logits(sequence, start, len(sequence), start)
@@ -237,7 +238,7 @@ def test_without_room_to_merge_the_adapter_is_applied_at_load(
     served = service.models.served_file(adapter)
     assert (served.path, served.adapter) == (tiny_llama_path, adapter)
     assert "its merged copy could not be written" in served.note and "MB free for the merged drafter" in served.note
-    backend = service.diffusion_engine().backend
+    backend = service.engines.diffusion().backend
     assert isinstance(backend, LlamaDiffusionBackend) and backend.adapter == adapter
 
 
@@ -258,7 +259,7 @@ def test_training_prompts_are_the_prompts_the_backend_renders(tiny_llama_path: P
     examples, eos = encode_pairs(tiny_llama_path, pairs, max_answer=64)
     model = base_model(tiny_llama_path)
     path = write_adapter(tmp_path / "lora.gguf", tiny_llama_path, random_lora(model, 2), alpha=2.0, name="t")
-    backend = LlamaDiffusionBackend(tiny_llama_path, LlamaDiffusionSettings(n_ctx=64), adapter=path)
+    backend = LlamaDiffusionBackend(tiny_llama_path, DiffusionLoadSettings(n_ctx=64), adapter=path)
     for pair, example in zip(pairs, examples, strict=True):
         assert example.prompt == backend.instruction_tokens(pair.instruction)
         assert example.answer == [*backend.tokenize(pair.draft, add_bos=False), eos]

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from app.config import set_value
-from app.paths import sharpen_paths
 from app.service import SharpenService
+from app.storage.config import set_value
+from app.storage.paths import sharpen_paths
 from models.catalogue import catalogue, resolve_model
 from models.errors import UnknownModel
 
@@ -47,7 +47,7 @@ def test_the_shipped_diffusion_model_loads_and_drafts() -> None:
     shipped = [resolve_model(name).path for name in ("sharpen-draft", "sharpen-draft-mini")]
     assert sum(path.stat().st_size for path in shipped) <= 40 * 2**20, "everything committed under 40 MB"
     service = SharpenService.from_environment()
-    engine = service.diffusion_engine()
+    engine = service.engines.diffusion()
     backend = engine.backend
     assert isinstance(backend, LlamaDiffusionBackend) and backend.adapter is None, "merged on first use"
     assert backend.model_path.parent == service.paths.data_dir / "adapters"
@@ -90,12 +90,12 @@ def test_a_draft_models_own_defaults_apply_where_the_user_set_none() -> None:
     paths = sharpen_paths()
     set_value(paths.config_file, "models.draft", "llada-8b-instruct-q4km")
     service = SharpenService.from_environment()
-    settings = service.draft_settings()
+    settings = service.draft_settings.resolve()
     assert settings.threshold == 0.9 and settings.block_length == 32, "the catalogue's Fast-dLLM defaults"
-    assert service.draft_settings(threshold=0.0).threshold is None, "the command line turns it off"
-    assert service.draft_settings(steps=48).threshold is None, "fixed steps asked for: no threshold"
+    assert service.draft_settings.resolve(threshold=0.0).threshold is None, "the command line turns it off"
+    assert service.draft_settings.resolve(steps=48).threshold is None, "fixed steps asked for: no threshold"
     set_value(paths.config_file, "diffusion.block_length", "16")
-    assert SharpenService.from_environment().draft_settings().block_length == 16, "config.toml wins"
+    assert SharpenService.from_environment().draft_settings.resolve().block_length == 16, "config.toml wins"
     set_value(paths.config_file, "models.draft", "sharpen-draft")
-    embedded = SharpenService.from_environment().draft_settings()
+    embedded = SharpenService.from_environment().draft_settings.resolve()
     assert embedded.threshold is None and embedded.spacing == 3, "the embedded model keeps fixed steps with spacing"

@@ -16,10 +16,11 @@ from fixture_checkpoints import random_weights, write_checkpoint
 from hub_server import FakeHub, HubFile
 
 from app.cli import main
-from app.paths import sharpen_paths
+from app.storage.paths import sharpen_paths
 from engines.diffusion.engine import DiffusionEngine
-from engines.diffusion.hf.backend import TorchDiffusionBackend, TorchDiffusionSettings
-from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
+from engines.diffusion.hf.backend import TorchDiffusionBackend
+from engines.diffusion.llama_backend import LlamaDiffusionBackend
+from engines.diffusion.load_settings import DiffusionLoadSettings
 from engines.diffusion.settings import DiffusionSettings
 from engines.events import DiffusionStats, Done, Pass
 from models.checkpoint_gguf import write_checkpoint_gguf
@@ -41,14 +42,14 @@ def passes(backend: TorchDiffusionBackend | LlamaDiffusionBackend, settings: Dif
 def test_a_converted_checkpoint_drafts_on_llama_cpp_as_on_torch(tmp_path: Path, architecture: str) -> None:
     folder = write_checkpoint(tmp_path / architecture, architecture, weights=random_weights(architecture, seed=7))
     path = write_checkpoint_gguf(folder, tmp_path / f"{architecture}.gguf", "F32")
-    torch_backend = TorchDiffusionBackend(folder, TorchDiffusionSettings(cache="block", n_ctx=512))
+    torch_backend = TorchDiffusionBackend(folder, DiffusionLoadSettings(cache="block", n_ctx=512))
     spec = torch_backend.spec
     info = inspect_gguf(path)
     assert (info.architecture, info.causal_attention) == (TWIN[architecture], False)
     assert (info.block_causal_length, info.mask_token_id) == (spec.block_causal_length, spec.mask_token_id)
     assert info.shift_logits == spec.shift_logits and not path.with_suffix(".partial").exists()
     # Asked for the dual cache, a block-causal file gets the block cache: the attention it was trained with.
-    llama = LlamaDiffusionBackend(path, LlamaDiffusionSettings(n_ctx=512, cache="dual"))
+    llama = LlamaDiffusionBackend(path, DiffusionLoadSettings(n_ctx=512, cache="dual"))
     assert llama.cache_mode == "block" and "block-causally" in llama.cache_note
     assert llama.instruction_tokens(INSTRUCTION) == torch_backend.instruction_tokens(INSTRUCTION)
     for block, steps, sampler in ((spec.block_causal_length, 12, "sharpen"), (8, 6, "sharpen"), (8, 12, architecture)):

@@ -18,7 +18,8 @@ from fixture_models import calm_tensors, moe_tensors, write_tiny_model
 from app.cli import main
 from app.service import SharpenService
 from engines.diffusion.engine import DiffusionEngine
-from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings
+from engines.diffusion.llama_backend import LlamaDiffusionBackend
+from engines.diffusion.load_settings import DiffusionLoadSettings
 from engines.diffusion.settings import DiffusionSettings
 from engines.events import Pass
 from models.gguf_header import read_gguf_header
@@ -63,8 +64,8 @@ def test_the_twin_computes_the_native_graph_with_a_cache(tmp_path: Path, archite
     data = path.read_bytes()[twin_header.data_start :]
     assert data == before[source_header.data_start :], "tensor data copied unchanged"
 
-    native = LlamaDiffusionBackend(source, LlamaDiffusionSettings(n_ctx=512))
-    uncached = LlamaDiffusionBackend(path, LlamaDiffusionSettings(n_ctx=512, cache="none"))
+    native = LlamaDiffusionBackend(source, DiffusionLoadSettings(n_ctx=512))
+    uncached = LlamaDiffusionBackend(path, DiffusionLoadSettings(n_ctx=512, cache="none"))
     assert native.cache_mode == "none"
     sequence = np.array([*native.instruction_tokens(PROMPTS[0]), *[MASK_ID] * 48])
     start = len(sequence) - 48
@@ -74,7 +75,7 @@ def test_the_twin_computes_the_native_graph_with_a_cache(tmp_path: Path, archite
     full = [canvas(uncached, prompt) for prompt in PROMPTS]
     native_full = [canvas(native, prompt) for prompt in PROMPTS]
     for mode in ("prefix", "dual"):
-        cached = LlamaDiffusionBackend(path, LlamaDiffusionSettings(n_ctx=512, cache=mode))
+        cached = LlamaDiffusionBackend(path, DiffusionLoadSettings(n_ctx=512, cache=mode))
         assert cached.cache_mode == mode
         drafts = [canvas(cached, prompt) for prompt in PROMPTS]
         # The cache's own effect: the same file fully re-decoded against cached. (Against the native file
@@ -121,7 +122,7 @@ def test_a_native_draft_model_is_served_from_its_twin_and_says_so(
     info = json.loads(capsys.readouterr().out)
     assert info["cache"].startswith("dual; served as its causal twin (llama)"), info["cache"]
     assert main(["models", "use", "tiny-llada", "--for", "draft"]) == 0
-    engine = SharpenService.from_environment().diffusion_engine()
+    engine = SharpenService.from_environment().engines.diffusion()
     backend = engine.backend
     assert isinstance(backend, LlamaDiffusionBackend) and backend.cache_mode == "dual"
     assert backend.model_path.name.endswith(".twin.gguf") and backend.gguf.architecture == "llama"
@@ -137,7 +138,7 @@ def test_without_room_for_the_copy_it_runs_natively_and_says_so(
 ) -> None:
     import shutil
 
-    from app.paths import sharpen_paths
+    from app.storage.paths import sharpen_paths
 
     source = native_file(tmp_path, "llada")
     service = SharpenService.from_environment()

@@ -14,9 +14,9 @@ import pytest
 from hub_server import FakeHub, HubFile
 
 from app.cli import main
-from app.config import ConfigError, load_config
-from app.paths import sharpen_paths
 from app.service import SharpenService
+from app.storage.config import ConfigError, load_config
+from app.storage.paths import sharpen_paths
 from models.catalogue import CatalogueEntry, entry_from_table
 from models.errors import MissingModelFile
 from models.fit import DoesNotFit, Machine, check_fit
@@ -170,7 +170,7 @@ def test_a_checkpoint_pull_takes_weights_config_and_tokenizer_but_no_code(
     assert main(["models", "use", "tiny-llada", "--for", "draft"]) == 0
     from engines.diffusion.hf.backend import TorchDiffusionBackend
 
-    engine = service().diffusion_engine()
+    engine = service().engines.diffusion()
     assert isinstance(engine.backend, TorchDiffusionBackend)
     assert engine.backend.backend == "torch" and engine.backend.loaded.quantization == "nf4"  # the entry's
     assert service().models.pull("tiny-llada", offline=True).path == result.path
@@ -207,12 +207,12 @@ def test_models_that_do_not_fit_are_refused_unless_forced(
         service().use_model("draft", "too-big")
     add_entries(BIG + '\n[models]\ndraft = "too-big"\n')
     with pytest.raises(DoesNotFit, match=r"refusing to load too-big.*models\.check_fit false"):
-        service().diffusion_engine()
+        service().engines.diffusion()
     capsys.readouterr()
     assert main(["models", "use", "too-big", "--for", "draft", "--force"]) == 0
     assert "models.check_fit = false" in capsys.readouterr().out
     assert load_config(sharpen_paths().config_file).models.check_fit is False
-    assert service().diffusion_engine().model_name == "too-big"
+    assert service().engines.diffusion().model_name == "too-big"
 
 
 def test_fit_verdicts() -> None:

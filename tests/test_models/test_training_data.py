@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.training_data import answered_ids, instruction_set, make_pairs, quoted_texts
+from app.tools.training_data import answered_ids, instruction_set, make_pairs, quoted_texts
 from engines.llama_ar import LlamaAREngine
 from models.training.data import clean_draft, load_pairs, to_last_sentence, without_loops
 from models.training.open_prompts import HELD_OUT_KINDS, TRAIN_KINDS, held_out_value, open_instructions

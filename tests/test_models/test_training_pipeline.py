@@ -11,8 +11,9 @@ import pytest
 torch = pytest.importorskip("torch", reason="the training pipeline needs the torch extra")
 
 from engines.diffusion.engine import DiffusionEngine  # noqa: E402
-from engines.diffusion.hf.backend import TorchDiffusionBackend, TorchDiffusionSettings  # noqa: E402
-from engines.diffusion.llama_backend import LlamaDiffusionBackend, LlamaDiffusionSettings  # noqa: E402
+from engines.diffusion.hf.backend import TorchDiffusionBackend  # noqa: E402
+from engines.diffusion.llama_backend import LlamaDiffusionBackend  # noqa: E402
+from engines.diffusion.load_settings import DiffusionLoadSettings  # noqa: E402
 from engines.diffusion.settings import DiffusionSettings  # noqa: E402
 from engines.events import DiffusionStats, Done  # noqa: E402
 from models.training.export import export_gguf  # noqa: E402
@@ -61,7 +62,7 @@ def test_pipeline_runs_end_to_end_and_the_export_drafts(tmp_path: Path) -> None:
     assert np.isfinite(report.train_loss) and np.isfinite(report.heldout_loss)
     assert (plan.out / "tokenizer.json").is_file() and (plan.out / "training_log.csv").read_text().count("\n") >= 3
     assert "<polyline" in (plan.out / "training_curve.svg").read_text()
-    in_llama = LlamaDiffusionBackend(report.gguf, LlamaDiffusionSettings(n_ctx=256))
+    in_llama = LlamaDiffusionBackend(report.gguf, DiffusionLoadSettings(n_ctx=256))
     engine = DiffusionEngine(in_llama, "trained")
     assert in_llama.cache_mode == "dual" and in_llama.shift == 0
     events = list(
@@ -72,7 +73,7 @@ def test_pipeline_runs_end_to_end_and_the_export_drafts(tmp_path: Path) -> None:
     # The same weights as a LLaDA checkpoint folder: the torch backend serves them and agrees with llama.cpp
     # on the prompt (Q8_0 in the GGUF against float32 in the folder: argmax only).
     folder = plan.out / "sharpen-draft-hf"
-    in_torch = TorchDiffusionBackend(folder, TorchDiffusionSettings(n_ctx=128, cache="none"))
+    in_torch = TorchDiffusionBackend(folder, DiffusionLoadSettings(n_ctx=128, cache="none"))
     instruction = "Write a short note to a friend."
     assert in_torch.instruction_tokens(instruction) == engine.backend.instruction_tokens(instruction)
     continued = run(
@@ -132,7 +133,7 @@ def test_llama_cpp_computes_what_torch_computes(tmp_path: Path) -> None:
     state = {name: tensor.detach().numpy() for name, tensor in model.state_dict().items()}
     path = export_gguf(state, shape, tokenizer, tmp_path / "f32.gguf", q8=False, name="parity")
     sequence = np.array([ids.user, *tokenizer.encode("Hi Sam, the picnic").ids, ids.assistant, *[ids.mask] * 8])
-    backend = LlamaDiffusionBackend(path, LlamaDiffusionSettings(n_ctx=256, cache="none"))
+    backend = LlamaDiffusionBackend(path, DiffusionLoadSettings(n_ctx=256, cache="none"))
     ours = backend.logits(sequence, 0, len(sequence), 0)
     with torch.no_grad():
         theirs = all_logits(model, torch.tensor(sequence)[None])[0].numpy()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.atomic import write_atomic
+from app.storage.atomic import write_atomic
 from engines.cancel import CancelToken
 from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.llama_backend import LlamaDiffusionBackend

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from router.cost import DiffusionPlan, diffusion_faster, estimate_ar, estimate_diffusion, passes_for
 from router.policy import NoEngineAvailable, decide, diffusion_plan
 from router.profile import ArCosts, CostProfile, DiffusionCosts, ModelSize, default_profile, estimate_profile
-from router.request import EngineName, Policy, Quality, QualityGap, Request
+from router.request import EngineName, Policy, Quality, QualityGap, Request, Rule
 
 BOTH: dict[EngineName, str] = {"ar": "smollm2", "diffusion": "llada"}
 BASE = DiffusionPlan(steps=64, block_length=32)
@@ -24,27 +24,67 @@ FAST_DIFFUSION = CostProfile(
 
 
 @pytest.mark.parametrize(
-    ("request_", "profile", "models", "policy", "engine", "reason"),
+    ("request_", "profile", "models", "policy", "engine", "reason", "rule"),
     [
-        (Request("complete", 16), CPU, BOTH, "design", "ar", "completions"),
-        (Request("complete", 200), FAST_DIFFUSION, BOTH, "fastest", "ar", "completions"),
-        (Request("draft", 200, stream_tokens=True), FAST_DIFFUSION, BOTH, "design", "ar", "streaming needs AR"),
-        (Request("draft", 20), FAST_DIFFUSION, BOTH, "design", "ar", "short (under 30)"),
-        (Request("draft", 200), FAST_DIFFUSION, BOTH, "design", "diffusion", "drafts of 200 tokens go to diffusion"),
-        (Request("infill", 100), FAST_DIFFUSION, BOTH, "design", "diffusion", "infills of 100 tokens"),
-        (Request("draft", 200), CPU, BOTH, "design", "diffusion", "go to diffusion"),
-        (Request("draft", 200, latency_budget_s=5), CPU, BOTH, "design", "ar", "breaks the 5.0 s budget"),
-        (Request("draft", 200, latency_budget_s=500), CPU, BOTH, "design", "diffusion", "go to diffusion"),
-        (Request("draft", 200), CPU, BOTH, "fastest", "ar", "fastest: AR"),
-        (Request("draft", 400), FAST_DIFFUSION, BOTH, "fastest", "diffusion", "fastest: diffusion"),
-        (Request("draft", 200, latency_budget_s=1), CPU, BOTH, "quality", "diffusion", "quality"),
-        (Request("infill", 64), CPU, BOTH, "quality", "diffusion", "both sides"),
-        (Request("chat", 200), FAST_DIFFUSION, BOTH, "design", "ar", "chat replies"),
-        (Request("draft", 200), CPU, {"ar": "smollm2"}, "design", "ar", "only the AR engine"),
-        (Request("infill", 200), CPU, {"ar": "smollm2"}, "quality", "ar", "AR sees only the text before"),
-        (Request("complete", 16), CPU, {"diffusion": "llada"}, "design", "diffusion", "only the diffusion"),
-        (Request("complete", 16, force_engine="diffusion"), CPU, BOTH, "design", "diffusion", "asked for"),
-        (Request("draft", 300, force_engine="ar"), FAST_DIFFUSION, BOTH, "design", "ar", "asked for"),
+        (Request("complete", 16), CPU, BOTH, "design", "ar", "completions", "completion"),
+        (Request("complete", 200), FAST_DIFFUSION, BOTH, "fastest", "ar", "completions", "completion"),
+        (
+            Request("draft", 200, stream_tokens=True),
+            FAST_DIFFUSION,
+            BOTH,
+            "design",
+            "ar",
+            "streaming needs AR",
+            "streaming",
+        ),
+        (Request("draft", 20), FAST_DIFFUSION, BOTH, "design", "ar", "short (under 30)", "short"),
+        (
+            Request("draft", 200),
+            FAST_DIFFUSION,
+            BOTH,
+            "design",
+            "diffusion",
+            "drafts of 200 tokens go to diffusion",
+            "design",
+        ),
+        (Request("infill", 100), FAST_DIFFUSION, BOTH, "design", "diffusion", "infills of 100 tokens", "design"),
+        (Request("draft", 200), CPU, BOTH, "design", "diffusion", "go to diffusion", "design"),
+        (
+            Request("draft", 200, latency_budget_s=5),
+            CPU,
+            BOTH,
+            "design",
+            "ar",
+            "breaks the 5.0 s budget",
+            "design_budget",
+        ),
+        (Request("draft", 200, latency_budget_s=500), CPU, BOTH, "design", "diffusion", "go to diffusion", "design"),
+        (Request("draft", 200), CPU, BOTH, "fastest", "ar", "fastest: AR", "fastest"),
+        (Request("draft", 400), FAST_DIFFUSION, BOTH, "fastest", "diffusion", "fastest: diffusion", "fastest"),
+        (Request("draft", 200, latency_budget_s=1), CPU, BOTH, "quality", "diffusion", "quality", "quality"),
+        (Request("infill", 64), CPU, BOTH, "quality", "diffusion", "both sides", "quality"),
+        (Request("chat", 200), FAST_DIFFUSION, BOTH, "design", "ar", "chat replies", "chat"),
+        (Request("draft", 200), CPU, {"ar": "smollm2"}, "design", "ar", "only the AR engine", "only_engine"),
+        (
+            Request("infill", 200),
+            CPU,
+            {"ar": "smollm2"},
+            "quality",
+            "ar",
+            "AR sees only the text before",
+            "only_engine",
+        ),
+        (
+            Request("complete", 16),
+            CPU,
+            {"diffusion": "llada"},
+            "design",
+            "diffusion",
+            "only the diffusion",
+            "only_engine",
+        ),
+        (Request("complete", 16, force_engine="diffusion"), CPU, BOTH, "design", "diffusion", "asked for", "forced"),
+        (Request("draft", 300, force_engine="ar"), FAST_DIFFUSION, BOTH, "design", "ar", "asked for", "forced"),
     ],
 )
 def test_decision_table(
@@ -54,9 +94,10 @@ def test_decision_table(
     policy: Policy,
     engine: EngineName,
     reason: str,
+    rule: Rule,
 ) -> None:
     route = decide(request_, profile, models, BASE, policy)
-    assert route.engine == engine
+    assert route.engine == engine and route.rule == rule
     assert reason in route.reason
     assert route.model == models[route.engine]
     assert set(route.estimates) == set(models)
@@ -191,6 +232,7 @@ def test_design_sends_drafts_to_ar_exactly_when_the_draft_model_is_too_far_behin
     route = decide(Request("draft", n), FAST_DIFFUSION, BOTH, BASE, "design", gap)
     if behind > margin:
         assert route.engine == "ar" and "behind AR's" in route.reason and f"({margin:.2f})" in route.reason
+        assert route.rule == "design_quality_gap"
     else:
         assert route.engine == "diffusion"
     # The gap weighs only drafts under design: infills, other policies and forced engines are as before.
@@ -206,23 +248,48 @@ EMBEDDED = QualityGap("sharpen-draft", 0.19, 0.3, 0.70, 0.95, 0.1, 0.46, 0.01, 0
 
 
 @pytest.mark.parametrize(
-    ("gap", "profile", "engine", "reason"),
+    ("gap", "profile", "engine", "reason", "rule"),
     [
-        (EMBEDDED, FAST_DIFFUSION, "ar", "on topic for 70% of instructions it never saw against AR's 95%"),
-        (replace(EMBEDDED, on_topic=0.9), FAST_DIFFUSION, "ar", "46% of sharpen-draft's word 3-grams repeat"),
-        (replace(EMBEDDED, behind=0.4), FAST_DIFFUSION, "ar", "0.40 behind AR's"),
-        (replace(EMBEDDED, on_topic=0.9, repeats=0.05), FAST_DIFFUSION, "diffusion", "pass the quality gate"),
-        (replace(EMBEDDED, on_topic=0.9, repeats=0.05), CPU, "ar", "AR estimated faster"),
-        (None, FAST_DIFFUSION, "diffusion", "not measured"),
-        (None, CPU, "ar", "AR estimated faster"),
-        (replace(EMBEDDED, on_topic=None, ar_on_topic=None, repeats=None), FAST_DIFFUSION, "diffusion", "pass"),
+        (
+            EMBEDDED,
+            FAST_DIFFUSION,
+            "ar",
+            "on topic for 70% of instructions it never saw against AR's 95%",
+            "quality_gate",
+        ),
+        (
+            replace(EMBEDDED, on_topic=0.9),
+            FAST_DIFFUSION,
+            "ar",
+            "46% of sharpen-draft's word 3-grams repeat",
+            "quality_gate",
+        ),
+        (replace(EMBEDDED, behind=0.4), FAST_DIFFUSION, "ar", "0.40 behind AR's", "quality_gate"),
+        (
+            replace(EMBEDDED, on_topic=0.9, repeats=0.05),
+            FAST_DIFFUSION,
+            "diffusion",
+            "pass the quality gate",
+            "estimated_faster",
+        ),
+        (replace(EMBEDDED, on_topic=0.9, repeats=0.05), CPU, "ar", "AR estimated faster", "estimated_faster"),
+        (None, FAST_DIFFUSION, "diffusion", "not measured", "estimated_faster"),
+        (None, CPU, "ar", "AR estimated faster", "estimated_faster"),
+        (
+            replace(EMBEDDED, on_topic=None, ar_on_topic=None, repeats=None),
+            FAST_DIFFUSION,
+            "diffusion",
+            "pass",
+            "estimated_faster",
+        ),
     ],
 )
 def test_measured_sends_a_draft_to_the_faster_engine_among_those_whose_drafts_pass_the_gate(
-    gap: QualityGap | None, profile: CostProfile, engine: EngineName, reason: str
+    gap: QualityGap | None, profile: CostProfile, engine: EngineName, reason: str, rule: Rule
 ) -> None:
     route = decide(Request("draft", 256), profile, BOTH, BASE, "measured", gap)
     assert route.engine == engine and reason in route.reason, route.reason
+    assert route.rule == rule
     assert route.policy == "measured"
     # Under design, the drafter that is both slower and worse on topic still gets the draft: the old
     # behaviour, kept by name.

@@ -8,10 +8,10 @@ import pytest
 from scripted_backend import ScriptedBackend, fixed_script
 from ui_support import AppFactory, make_config
 
-from app.config import Config
-from app.paths import sharpen_paths
 from app.service import SharpenService
-from app.traces import save_trace
+from app.storage.config import Config
+from app.storage.paths import sharpen_paths
+from app.storage.traces import save_trace
 from engines.diffusion.sampler import DiffusionSampler
 from engines.diffusion.settings import DiffusionSettings
 from engines.diffusion.trace import Trace, TraceHeader

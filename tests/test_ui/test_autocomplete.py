@@ -7,7 +7,7 @@ from typing import Any
 from textual.pilot import Pilot
 from ui_support import AppFactory, make_config
 
-from app.reply import Reply
+from app.domain.reply import Reply
 from ui.app import SharpenApp
 from ui.suggestions import SuggestionCache, fit_to_line, should_suggest
 
@@ -90,10 +90,10 @@ async def test_stale_replies_are_dropped(make_app: AppFactory) -> None:
         editor.set_autocomplete(True)
         editor.load_text("Hello")
         editor.move_cursor(editor.document.end)
-        old_id = editor.request_id
+        asked_before = editor.cursor_text()
         await pilot.press("!")
-        assert not editor.offer(old_id, "Hello", " world")  # asked for before the "!" was typed
-        assert editor.offer(editor.request_id, "Hello!", " How are you?")
+        assert not editor.offer(asked_before, " world")  # asked for before the "!" was typed
+        assert editor.offer(editor.cursor_text(), " How are you?")
         assert editor.suggestion == " How are you?"
 
 

@@ -11,7 +11,7 @@ from textual.pilot import Pilot
 from textual.widgets import Input
 from ui_support import AppFactory, make_config
 
-from app.reply import DraftRequest
+from app.domain.draft_request import DraftRequest
 from ui.app import SharpenApp
 from ui.screens.dialogs import DraftPromptScreen, RewriteScreen
 
@@ -183,11 +183,11 @@ async def test_the_first_draft_measures_the_machine_in_the_background(
 ) -> None:
     app = make_app(config=make_config(tiny_cacheable_path, autocomplete=False, auto_calibrate=True))
     async with app.run_test(size=(80, 24)) as pilot:
-        assert app.service.needs_calibration(), "a fresh install has only estimates"
+        assert app.service.calibrations.needed(), "a fresh install has only estimates"
         app.start_draft(DraftRequest("draft", "Write a note", tokens=48), "Draft")
         assert await wait_until(pilot, lambda: state(app) == "ready")
-        assert await wait_until(pilot, lambda: not app.service.needs_calibration(), seconds=60)
-        profile, _ = app.service.cost_profile()
+        assert await wait_until(pilot, lambda: not app.service.calibrations.needed(), seconds=60)
+        profile, _ = app.service.routing.cost_profile()
         assert profile.diffusion.measured and profile.diffusion.model == tiny_cacheable_path.name
-        assert app.service.profile_path.is_file()
+        assert app.service.routing.profile_path.is_file()
         assert any("measured this machine" in n.message for n in app._notifications)

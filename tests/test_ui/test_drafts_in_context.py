@@ -8,8 +8,8 @@ from pathlib import Path
 from textual.widgets import Input, Label, OptionList
 from ui_support import AppFactory, make_config
 
-from app.draft_history import DraftHistory
-from app.reply import DraftRequest
+from app.domain.draft_request import DraftRequest
+from app.storage.draft_history import DraftHistory
 from ui.requests import draft_at_cursor, rewrite_of_selection
 from ui.screens.dialogs import DraftPromptScreen, RewriteScreen
 from ui.screens.history import HistoryScreen

@@ -10,7 +10,7 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, ProgressBar
 from ui_support import AppFactory, make_config
 
-from app.paths import sharpen_paths
+from app.storage.paths import sharpen_paths
 from ui.app import SharpenApp
 from ui.screens.models import ModelsScreen
 
@@ -59,7 +59,7 @@ async def test_pull_with_progress_then_use_for_drafts(
         await pilot.press("d")
         await pilot.pause()
         assert app.service.config.models.draft == "tiny-draft"
-        assert "diffusion" in app.service.present_engines()
+        assert "diffusion" in app.service.routing.present_engines()
         assert os.environ["HF_HOME"] in str(app.service.models.resolve("tiny-draft").path)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from textual.widgets import Input
 from ui_support import AppFactory, make_config
 
-from app.config import KeysSection
+from app.storage.config import KeysSection
 from engines.diffusion.trace import load_trace
 from ui.refinement import RefinementView
 from ui.screens.dialogs import DraftPromptScreen, RecoveryScreen
@@ -154,4 +154,4 @@ async def test_models_screen_switches_what_serves_drafts(
         app.service.use_model("draft", str(tiny_cacheable_path))
         assert app.service.config.models.draft == str(tiny_cacheable_path)
         assert str(tiny_cacheable_path) in (sharpen_home / "config" / "config.toml").read_text()
-        assert "diffusion" in app.service.present_engines()
+        assert "diffusion" in app.service.routing.present_engines()

@@ -11,8 +11,8 @@ import pytest
 from textual.pilot import Pilot
 from ui_support import AppFactory, make_config
 
-from app import model_manager
-from app.draft_history import PastDraft
+from app.orchestration import model_manager
+from app.storage.draft_history import PastDraft
 from engines.diffusion.trace import load_trace
 from models.fit import Machine
 from ui.app import SharpenApp

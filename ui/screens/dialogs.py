@@ -11,7 +11,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label
 
-from app.context import suggested_rewrite_tokens
+from app.domain.context import suggested_rewrite_tokens
 
 MAX_TOKENS = 4096
 

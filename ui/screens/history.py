@@ -9,7 +9,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
-from app.draft_history import PastDraft
+from app.storage.draft_history import PastDraft
 
 
 class HistoryScreen(ModalScreen[PastDraft | None]):

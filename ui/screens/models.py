@@ -16,7 +16,8 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label, ProgressBar
 
-from app.service import SharpenError, SharpenService
+from app.errors import SharpenError
+from app.service import SharpenService
 from models.hub import PullProgress, PullResult
 
 

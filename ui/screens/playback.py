@@ -11,7 +11,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Label
 
-from app.traces import save_trace
+from app.storage.traces import save_trace
 from engines.diffusion.trace import Trace, TraceError
 from ui.refinement import RefinementView
 

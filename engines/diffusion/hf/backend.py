@@ -15,28 +15,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from engines.diffusion.backend import CACHE_MODES, CacheMode, block_start, generation_cache
-from engines.diffusion.hf.loading import LoadedModel, TorchLoadSettings, TorchSetupError, load_transformer
+from engines.diffusion.hf.loading import LoadedModel, TorchSetupError, load_transformer
 from engines.diffusion.hf.tokenizer import CheckpointTokenizer
+from engines.diffusion.load_settings import DiffusionLoadSettings
 from engines.errors import EngineError
 from engines.messages import Instruction
-from engines.threads import cpu_load, threads_for
+from engines.threads import Foreground, cpu_load, threads_for
 from models.hf_checkpoint import CheckpointInfo, inspect_checkpoint
 from models.transformer import LayerKV, Mask, block_causal_mask
-
-
-@dataclass(frozen=True)
-class TorchDiffusionSettings:
-    load: TorchLoadSettings = field(default_factory=TorchLoadSettings)
-    cache: CacheMode = "dual"
-    n_ctx: int = 1024
-    threads: int = 0  # 0: engines.threads chooses per draft
 
 
 @dataclass(frozen=True)
@@ -74,8 +67,14 @@ class _Window:
 class TorchDiffusionBackend:
     backend = "torch"
 
-    def __init__(self, checkpoint: Path | str, settings: TorchDiffusionSettings | None = None) -> None:
-        self.settings = settings or TorchDiffusionSettings()
+    def __init__(
+        self,
+        checkpoint: Path | str,
+        settings: DiffusionLoadSettings | None = None,
+        foreground: Foreground | None = None,
+    ) -> None:
+        self.settings = settings or DiffusionLoadSettings()
+        self.foreground = foreground or Foreground()
         if self.settings.cache not in CACHE_MODES:
             raise TorchSetupError(
                 f"the torch cache must be one of {', '.join(CACHE_MODES)}; got {self.settings.cache!r}"
@@ -84,7 +83,7 @@ class TorchDiffusionBackend:
         self.model_path = self.info.path
         self.spec = self.info.spec
         self.tokenizer = CheckpointTokenizer(self.info.path)
-        self.loaded: LoadedModel = load_transformer(self.info, self.settings.load)
+        self.loaded: LoadedModel = load_transformer(self.info, self.settings)
         self.device = self.loaded.device
         self.mask_token_id = self.spec.mask_token_id
         self.vocab_size = self.spec.vocab_size
@@ -140,7 +139,7 @@ class TorchDiffusionBackend:
         self._block_length = block_length
         self._mode = generation_cache(self.cache_mode, cache, suffix, "block" if self.block_causal else "dual")
         # torch's thread count is the process's: chosen per draft, as llama.cpp's is per pass.
-        threads = threads_for(self.settings.threads, background=True)
+        threads = threads_for(self.settings.n_threads, foreground_busy=self.foreground.busy())
         if threads != torch.get_num_threads():
             torch.set_num_threads(threads)
         return self._mode

@@ -12,13 +12,14 @@ import logging
 import warnings
 from collections.abc import Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 from torch import nn
 
 from engines.diffusion.hf.placement import Placement, plan_placement
+from engines.diffusion.load_settings import DiffusionLoadSettings
 from engines.errors import EngineError
 from models.hf_checkpoint import CheckpointInfo, expected_tensors
 from models.transformer import DiffusionTransformer, Rotary
@@ -31,17 +32,6 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 class TorchSetupError(EngineError):
     """The load settings ask for something this machine or this install cannot do."""
-
-
-@dataclass(frozen=True)
-class TorchLoadSettings:
-    device: str = "auto"  # auto | cpu | cuda | cuda:N
-    dtype: str = "auto"  # auto | fp32 | bf16 | fp16
-    quantization: str = "none"  # none | nf4 | int8
-    # GPU memory the weights may take, in GiB; 0 means what the GPU has free now, less a margin.
-    max_gpu_memory_gib: float = 0.0
-    # Let layers that do not fit on the GPU run from CPU memory (slower) instead of refusing.
-    offload: bool = True
 
 
 @dataclass(frozen=True)
@@ -169,7 +159,11 @@ def _parameter_groups(model: nn.Module) -> Iterator[tuple[str, nn.Module, list[s
             yield module_name, module, names
 
 
-def load_transformer(info: CheckpointInfo, settings: TorchLoadSettings) -> LoadedModel:
+def load_transformer(info: CheckpointInfo, settings: DiffusionLoadSettings) -> LoadedModel:
+    """The checkpoint loaded as `settings` ask: device, dtype, quantization ("auto", which only a catalogue
+    entry can settle, is none here), GPU memory and offload."""
+    if settings.quantization == "auto":
+        settings = replace(settings, quantization="none")
     device = resolve_device(settings.device)
     dtype = resolve_dtype(settings.dtype, device)
     check_quantization(settings.quantization, device)

@@ -16,7 +16,7 @@ from engines.errors import EngineError
 from models.hf_checkpoint import INT8_BYTES, NF4_BYTES, TransformerSpec
 
 if TYPE_CHECKING:
-    from engines.diffusion.hf.loading import TorchLoadSettings
+    from engines.diffusion.load_settings import DiffusionLoadSettings
 
 GIB = 1024**3
 # What a GPU keeps back for activations, the KV context and CUDA's own allocations.
@@ -81,7 +81,7 @@ def split_by_budget(sizes: list[tuple[str, int]], budget: int, device: str) -> d
     return devices
 
 
-def gpu_budget(device: torch.device, settings: TorchLoadSettings) -> int:
+def gpu_budget(device: torch.device, settings: DiffusionLoadSettings) -> int:
     if settings.max_gpu_memory_gib > 0:
         return int(settings.max_gpu_memory_gib * GIB)
     free, _total = torch.cuda.mem_get_info(device)
@@ -89,7 +89,7 @@ def gpu_budget(device: torch.device, settings: TorchLoadSettings) -> int:
 
 
 def plan_placement(
-    spec: TransformerSpec, device: torch.device, dtype: torch.dtype, settings: TorchLoadSettings
+    spec: TransformerSpec, device: torch.device, dtype: torch.dtype, settings: DiffusionLoadSettings
 ) -> Placement:
     main = str(device)
     sizes = module_sizes(spec, torch.empty((), dtype=dtype).element_size(), settings.quantization)

@@ -8,11 +8,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from engines.ar_engine import AFTER_CURSOR_SHARE
+
 Count = Callable[[str], int]
 # A blank line (possibly with spaces) ends a paragraph.
 _PARAGRAPH_END = re.compile(r"\n[ \t]*\n")
-# The text after the cursor gets at least this share of the budget when both sides do not fit.
-AFTER_SHARE = 4
 # Tokens kept free: text tokenized in pieces can count a few more tokens than the whole.
 MARGIN_TOKENS = 8
 
@@ -125,7 +125,7 @@ def fit_context(before: str, after: str, budget: int, count: Count, *, after_at_
     need_before, need_after = count(before), count(after)
     if need_before + need_after <= budget and (after_at_most is None or need_after <= after_at_most):
         return ContextUse(before, after, tokens=need_before + need_after)
-    after_budget = min(need_after, max(budget // AFTER_SHARE, budget - need_before))
+    after_budget = min(need_after, max(budget // AFTER_CURSOR_SHARE, budget - need_before))
     if after_at_most is not None:
         after_budget = min(after_budget, after_at_most)
     kept_after, used_after = _keep(after, after_budget, count, keep_end=False) if after else ("", 0)

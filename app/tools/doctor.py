@@ -17,10 +17,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from app.config import Config, ConfigError, ModelsSection, load_config
-from app.model_manager import size_on_disk
-from app.paths import SharpenPaths, sharpen_paths
+from app.orchestration.model_manager import size_on_disk
 from app.service import SharpenService
+from app.storage.config import Config, ConfigError, ModelsSection, load_config
+from app.storage.paths import SharpenPaths, sharpen_paths
 from engines.diffusion.llama_backend import NO_DUAL_CACHE, fills_gaps
 from engines.llama_build import NO_AMX_FLAGS, BuildInfo, CpuInfo, build_info, build_problems, cpu_info
 from engines.threads import YIELD_AT_CORES, CpuLoad, auto_threads, available_cores
@@ -252,8 +252,8 @@ def check_model(service: SharpenService, role: str, name: str) -> Finding:
 
 
 def check_profile(service: SharpenService) -> Finding:
-    path = service.profile_path
-    profile, warning = load_profile(path, service.device_class())
+    path = service.routing.profile_path
+    profile, warning = load_profile(path, service.routing.device_class())
     facts = {"path": str(path), "calibrated": profile.calibrated, "created": profile.created}
     if warning:
         return Finding("calibration", "warn", warning, "sharpen calibrate", facts)

@@ -19,9 +19,11 @@ from typing import Any
 
 import tomli_w
 
-from app.atomic import write_atomic
-from engines.diffusion.backend import CacheMode, KvChoice
+from app.storage.atomic import write_atomic
+from app.storage.keys import KEYS
+from engines.diffusion.load_settings import DiffusionLoadSettings
 from engines.diffusion.settings import DiffusionSettings
+from engines.llama_ar import LlamaSettings
 from engines.options import Check, at_least, between, from_options, not_empty, one_of, option, options, to_options
 from router.request import Policy, Quality
 
@@ -46,17 +48,9 @@ class ModelsSection:
 
 
 @dataclass(frozen=True)
-class ArSection:
-    n_ctx: int = option(2048, "context length of the autocomplete engine, in tokens", at_least(256))
-    n_threads: int = option(
-        0,
-        "CPU threads; 0 chooses per call: the cores this process may use, less those other work keeps busy",
-        at_least(0),
-    )
-    n_batch: int = option(512, "prompt tokens evaluated per llama.cpp batch", at_least(1))
-    n_gpu_layers: int = option(
-        -1, "layers offloaded to the GPU where the build supports it; -1 all, 0 none", at_least(-1)
-    )
+class ArSection(LlamaSettings):
+    """How the AR engine is loaded: the options LlamaSettings declares (ar.n_gpu_layers also serves the
+    diffusion engine)."""
 
 
 @dataclass(frozen=True)
@@ -78,41 +72,15 @@ class ChatSection:
 
 
 @dataclass(frozen=True)
-class DiffusionSection(DiffusionSettings):
-    """The draft options DiffusionSettings declares, plus how the diffusion engine is loaded."""
-
+class _DraftLength:
     tokens: int = option(128, "default draft length, in tokens", between(1, 8192))
-    n_ctx: int = option(1024, "context of the diffusion engine: prompt + draft + text after it", at_least(256))
-    n_threads: int = option(
-        0,
-        "CPU threads; 0 chooses per call: the cores this process may use, less those other work keeps busy",
-        at_least(0),
-    )
-    cache: CacheMode = option(
-        "dual",
-        "keys and values kept between passes where the model allows it: dual (before and after the block), "
-        "prefix (before it), none (every pass decodes everything), or block (block-causal attention: a pass "
-        "decodes its block alone, settled blocks are written once and never again)",
-    )
-    kv_type: KvChoice = option(
-        "auto",
-        "precision of the keys and values llama.cpp caches for drafts: auto (f32 below 1B parameters, f16 above), "
-        "f32 (exact to float rounding) or f16 (half the memory)",
-    )
-    # The torch backend (Hugging Face checkpoint folders as models.draft).
-    device: str = option("auto", "torch device for checkpoint folders: auto, cpu, cuda or cuda:N", not_empty)
-    dtype: str = option(
-        "auto",
-        "torch compute dtype: auto (bf16/fp16 on CUDA, fp32 on CPU), fp32, bf16, fp16",
-        one_of("auto", "fp32", "bf16", "fp16"),
-    )
-    quantization: str = option(
-        "auto",
-        "bitsandbytes quantization of checkpoints: auto (the catalogue entry's, else none), none, nf4 or int8",
-        one_of("auto", "none", "nf4", "int8"),
-    )
-    offload: bool = option(True, "let layers that do not fit on the GPU run from CPU memory")
-    max_gpu_memory_gib: float = option(0.0, "GPU memory the weights may take; 0 is what is free", at_least(0.0))
+
+
+# Bases listed last come first: the draft options, the draft length, then how the engine is loaded.
+@dataclass(frozen=True)
+class DiffusionSection(DiffusionLoadSettings, _DraftLength, DiffusionSettings):
+    """The draft options DiffusionSettings declares, the default draft length, and how the diffusion engine
+    is loaded (DiffusionLoadSettings' options)."""
 
 
 @dataclass(frozen=True)
@@ -171,24 +139,24 @@ class UiSection:
     autosave_s: float = option(5.0, "seconds between autosaves of the open document", between(0.5, 600.0))
 
 
-@dataclass(frozen=True)
-class KeysSection:
-    accept_suggestion: str = option("tab", "accept the whole suggestion", not_empty)
-    accept_word: str = option("ctrl+right", "accept the next word of the suggestion", not_empty)
-    dismiss: str = option("escape", "dismiss the suggestion, or cancel a draft", not_empty)
-    toggle_autocomplete: str = option("ctrl+t", "turn ghost-text autocomplete on or off", not_empty)
-    draft: str = option("ctrl+d", "draft text at the cursor", not_empty)
-    rewrite: str = option("ctrl+r", "rewrite the selection", not_empty)
-    accept_draft: str = option("ctrl+enter,ctrl+y", "insert the finished draft", not_empty)
-    another_candidate: str = option("ctrl+n", "draft another candidate of the same request (a new seed)", not_empty)
-    previous_candidate: str = option("ctrl+b", "show the previous candidate of the draft", not_empty)
-    next_candidate: str = option("ctrl+f", "show the next candidate of the draft", not_empty)
-    draft_history: str = option("ctrl+o", "reopen a past draft of this document", not_empty)
-    playback: str = option("f5", "play back the last draft's refinement", not_empty)
-    save: str = option("ctrl+s", "save the document", not_empty)
-    models: str = option("f2", "show the models and switch between them", not_empty)
-    help: str = option("f1", "show the keys", not_empty)
-    quit: str = option("ctrl+q", "save an autosave and quit", not_empty)
+# The [keys] section: one string field per key declared in app/storage/keys.py, made from the declarations (the
+# type checker sees a frozen dataclass whose fields are all strings).
+if typing.TYPE_CHECKING:
+
+    class KeysSection:
+        __dataclass_fields__: typing.ClassVar[dict[str, dataclasses.Field[Any]]]
+
+        def __init__(self, **keys: str) -> None: ...
+
+        def __getattr__(self, name: str) -> str: ...
+
+else:
+    KeysSection = dataclasses.make_dataclass(
+        "KeysSection",
+        [(key.name, str, option(key.default, key.help, not_empty)) for key in KEYS],
+        frozen=True,
+        namespace={"__module__": __name__},
+    )
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from app.config import Config, ConfigError, read_raw, user_catalogue
-from app.paths import SharpenPaths
+from app.storage.config import Config, ConfigError, read_raw, user_catalogue
+from app.storage.paths import SharpenPaths
 from engines.diffusion.backend import CacheMode
 from engines.diffusion.llama_backend import check_diffusion_gguf, runnable_cache
 from models.adapted import AdaptedModel, adapted_model, adapter_info, current_merge, is_adapter, write_merge

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.atomic import write_atomic
+from app.storage.atomic import write_atomic
 from engines.diffusion.trace import Trace, TraceError
 
 

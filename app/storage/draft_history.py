@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from app.reply import Reply
+from app.domain.reply import Reply
 from engines.diffusion.trace import Trace, TraceError, parse_trace
 
 SCHEMA_VERSION = 1

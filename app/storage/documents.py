@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from app.atomic import write_atomic
+from app.storage.atomic import write_atomic
 
 
 class DocumentError(Exception):

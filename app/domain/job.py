@@ -1,0 +1,34 @@
+"""A request ready to run on its engine: what a drafter hands the Reply, and what opening it gives back."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from app.domain.context import ContextUse
+from engines.ar_engine import AREngine
+from engines.diffusion.engine import DiffusionEngine
+from engines.diffusion.settings import DiffusionSettings
+from engines.events import Event
+
+
+@dataclass(frozen=True)
+class Opened:
+    """A job's running stream, the engine that yields it, and what the model was given of the document
+    (None for a request without one)."""
+
+    events: Iterator[Event]
+    engine: AREngine | DiffusionEngine
+    context: ContextUse | None = None
+
+
+@dataclass(frozen=True)
+class Job:
+    """One request, ready to run on its engine: `tokens` long, with a diffusion draft's `settings`."""
+
+    tokens: int
+    start: Callable[[], Opened]
+    settings: DiffusionSettings | None = None
+
+    def open(self) -> Opened:
+        return self.start()

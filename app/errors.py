@@ -1,0 +1,15 @@
+"""The errors a front end tells the user about in one message and then carries on (or exits) from."""
+
+from __future__ import annotations
+
+from app.storage.config import ConfigError
+from engines.diffusion.trace import TraceError
+from engines.errors import EngineError
+from models.errors import ModelError
+
+
+class RoutingError(Exception):
+    pass
+
+
+SharpenError = (ConfigError, ModelError, EngineError, TraceError, RoutingError)

@@ -1,0 +1,1 @@
+"""Commands beside the writing: the doctor and the embedded drafter's training data."""

@@ -1,0 +1,232 @@
+"""What a route is decided from, gathered in one place: the engines' costs on this machine (measured, or
+estimated from the models' sizes), which engines have their model present, and how the draft model's
+measured drafts compare with AR's. Each figure read from a file is read once per version of that file
+(its size and modification time), so routing every request stays cheap; callers run it off the UI thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Protocol
+
+from engines.diffusion.backend import CacheMode
+from engines.llama_load import gpu_offload_available
+from engines.threads import available_cores
+from models.catalogue import CatalogueEntry, ResolvedModel
+from models.errors import ModelError
+from models.gguf_info import GGUFInfo
+from models.hf_checkpoint import inspect_checkpoint, is_checkpoint_folder
+from models.remote import RemoteSource
+from router.policy import decide
+from router.profile import CostProfile, DeviceClass, ModelSize, estimate_profile, load_profile
+from router.request import DiffusionPlan, EngineName, Policy, QualityGap, Request, Route
+
+FileVersion = tuple[int, int]
+
+
+class ServedDraft(Protocol):
+    @property
+    def cached(self) -> bool:
+        """Whether the draft model runs with a KV cache."""
+        ...
+
+
+class ModelLookup(Protocol):
+    """What routing asks of the models (app/orchestration/model_manager.py's ModelManager)."""
+
+    def resolve(self, name: str) -> ResolvedModel: ...
+
+    def remote(self, name: str) -> RemoteSource | None: ...
+
+    def gguf_info(self, path: Path) -> GGUFInfo: ...
+
+    def served_file(self, path: Path, *, write: bool = True) -> ServedDraft: ...
+
+    def runnable_cache(self) -> CacheMode: ...
+
+
+@dataclass(frozen=True)
+class RoutingSetup:
+    """What routing reads of the configuration: the models of both roles and the quality gate's margins."""
+
+    complete_model: str
+    draft_model: str
+    draft_cache: CacheMode
+    gpu_layers: int
+    policy: Policy
+    latency_budget_s: float
+    quality_margin: float
+    on_topic_margin: float
+    repeats_margin: float
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """One route's inputs: the costs (and a warning where a saved profile could not be used), the engines
+    whose model is present (engine -> model name) and the draft model's quality gap, where measured."""
+
+    profile: CostProfile
+    warning: str | None
+    present: dict[EngineName, str]
+    quality_gap: QualityGap | None
+
+
+def _version(path: Path) -> FileVersion | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_size, stat.st_mtime_ns
+
+
+class RouteInputs:
+    def __init__(self, models: ModelLookup, profile_path: Path, setup: Callable[[], RoutingSetup]) -> None:
+        self.models = models
+        self.profile_path = profile_path
+        self._setup = setup
+        self._lock = threading.Lock()
+        self._sizes: dict[tuple[str, str, CacheMode, FileVersion], ModelSize | None] = {}
+        self._saved: dict[tuple[DeviceClass, FileVersion | None], tuple[CostProfile, str | None]] = {}
+
+    def gather(self) -> Gathered:
+        profile, warning = self.cost_profile()
+        present = self.present_engines()
+        return Gathered(profile, warning, present, self.quality_gap(present))
+
+    def route(self, request: Request, plan: DiffusionPlan, policy: Policy | None = None) -> Route:
+        """The route for `request` (NoEngineAvailable if no engine can serve it); a request that names no
+        latency budget gets the configured one."""
+        setup = self._setup()
+        if request.latency_budget_s is None and setup.latency_budget_s > 0:
+            request = replace(request, latency_budget_s=setup.latency_budget_s)
+        inputs = self.gather()
+        return decide(request, inputs.profile, inputs.present, plan, policy or setup.policy, inputs.quality_gap)
+
+    def device_class(self) -> DeviceClass:
+        return "gpu" if gpu_offload_available() and self._setup().gpu_layers != 0 else "cpu"
+
+    def saved_profile(self, device: DeviceClass) -> tuple[CostProfile, str | None]:
+        """The calibration profile saved on this machine (or the defaults, and why), read once per version."""
+        key = (device, _version(self.profile_path))
+        with self._lock:
+            if key not in self._saved:
+                self._saved[key] = load_profile(self.profile_path, device)
+            return self._saved[key]
+
+    def cost_profile(self) -> tuple[CostProfile, str | None]:
+        """The costs the router uses, and a warning if a saved profile could not be used. Each engine's costs
+        are the ones measured for the configured model; a model never measured (none saved, or the role's
+        model changed since) gets costs estimated from its size."""
+        setup, device = self._setup(), self.device_class()
+        saved, warning = self.saved_profile(device)
+        estimate = estimate_profile(device, available_cores(), self.model_size("complete"), self.model_size("draft"))
+        if self._remote_complete(setup):  # no size to estimate from: the default costs, under the model's name
+            estimate = replace(estimate, ar=replace(estimate.ar, model=setup.complete_model))
+        ar = saved.ar if saved.calibrated and saved.ar.model == estimate.ar.model else estimate.ar
+        diffusion = estimate.diffusion
+        if saved.calibrated and saved.diffusion.model == estimate.diffusion.model:
+            # A pass's measured cost holds whatever cache runs; how many positions a pass decodes follows
+            # the cache that will run now (diffusion.cache may have changed since the calibration).
+            diffusion = replace(saved.diffusion, cache=estimate.diffusion.cache)
+        return replace(saved, ar=ar, diffusion=diffusion), warning
+
+    def model_size(self, role: str) -> ModelSize | None:
+        """The configured model's size, for cost estimates; None if it is missing or unreadable. Read once
+        per version of the file."""
+        setup = self._setup()
+        name = (setup.complete_model if role == "complete" else setup.draft_model).strip()
+        if not name or (role == "complete" and self._remote_complete(setup)):
+            return None
+        try:
+            model = self.models.resolve(name)
+        except ModelError:
+            return None
+        version = _version(model.path)
+        if version is None:
+            return None
+        key = (role, name, setup.draft_cache, version)
+        with self._lock:
+            known = key in self._sizes
+        if not known:
+            size = self._read_size(role, model, setup.draft_cache)
+            with self._lock:
+                self._sizes[key] = size
+        return self._sizes[key]
+
+    def _read_size(self, role: str, model: ResolvedModel, draft_cache: CacheMode) -> ModelSize | None:
+        try:
+            if is_checkpoint_folder(model.path):
+                checkpoint = inspect_checkpoint(model.path)
+                cache = draft_cache if role == "draft" else "none"
+                return ModelSize(model.name, checkpoint.parameter_count, checkpoint.size_bytes, cache)
+            info = self.models.gguf_info(model.path)
+            cacheable = role == "draft" and self.models.served_file(model.path, write=False).cached
+            cache = self.models.runnable_cache() if cacheable else "none"
+            return ModelSize(model.name, info.n_parameters, info.file_size, cache)
+        except ModelError:
+            return None
+
+    def _remote_complete(self, setup: RoutingSetup) -> bool:
+        try:
+            return self.models.remote(setup.complete_model) is not None
+        except ModelError:
+            return False
+
+    def present_engines(self) -> dict[EngineName, str]:
+        """Engine -> model name, for the engines whose model file is present."""
+        setup = self._setup()
+        present: dict[EngineName, str] = {}
+        configured: tuple[tuple[EngineName, str], ...] = (
+            ("ar", setup.complete_model),
+            ("diffusion", setup.draft_model),
+        )
+        for engine, name in configured:
+            if not name.strip():
+                continue
+            if engine == "ar" and self._remote_complete(setup):
+                present[engine] = name  # whether it answers shows on the first request
+                continue
+            try:
+                path = self.models.resolve(name).path
+                if path.is_file() or (engine == "diffusion" and is_checkpoint_folder(path)):
+                    present[engine] = name
+            except ModelError:
+                continue
+        return present
+
+    def quality_gap(self, present: Mapping[EngineName, str]) -> QualityGap | None:
+        """How the draft model's measured drafts compare with the AR model's, where the catalogue measured the
+        draft model (the AR model's position counts as its own drafts, 0, unless it was measured too)."""
+        if "ar" not in present or "diffusion" not in present:
+            return None
+        ar, draft = (self._entry(present[engine]) for engine in ("ar", "diffusion"))
+        if draft is None or max(draft.drafts_position, draft.drafts_on_topic, draft.drafts_repeats) < 0:
+            return None
+        setup, measured = self._setup(), _measured
+        behind = (measured(draft, "drafts_position") or 0.0) - (measured(ar, "drafts_position") or 0.0)
+        return QualityGap(
+            present["diffusion"],
+            behind,
+            setup.quality_margin,
+            on_topic=measured(draft, "drafts_on_topic"),
+            ar_on_topic=measured(ar, "drafts_on_topic"),
+            on_topic_margin=setup.on_topic_margin,
+            repeats=measured(draft, "drafts_repeats"),
+            ar_repeats=measured(ar, "drafts_repeats"),
+            repeats_margin=setup.repeats_margin,
+        )
+
+    def _entry(self, name: str) -> CatalogueEntry | None:
+        try:
+            return self.models.resolve(name).entry
+        except ModelError:
+            return None
+
+
+def _measured(entry: CatalogueEntry | None, figure: str) -> float | None:
+    """A catalogue figure, None where it was not measured (stored as a negative number)."""
+    value = -1.0 if entry is None else float(getattr(entry, figure))
+    return None if value < 0 else value
