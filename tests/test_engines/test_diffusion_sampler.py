@@ -343,7 +343,7 @@ def test_the_planned_pass_count_follows_the_passes_the_end_of_text_rule_adds() -
     # status bar once read "pass 47 of 32"). Each pass's plan covers the passes run and those still to come.
     settings = DiffusionSettings.reference(steps=4, block_length=16, eos="in_order", stop_at_eos=False)
     passes, done = run(ScriptedBackend(fixed_script([EOS] * 16, [0.9] * 16, len(PROMPT))), 16, settings)
-    assert done.stats.passes == 16 > settings.steps
+    assert isinstance(done.stats, DiffusionStats) and done.stats.passes == 16 > settings.steps
     planned = [p.planned_passes for p in passes]
     assert all(plan is not None and plan >= p.index + 1 for plan, p in zip(planned, passes, strict=True)), planned
     assert planned[-1] == 16
