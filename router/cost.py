@@ -96,6 +96,17 @@ def _estimate_block_causal(
     return Estimate("diffusion", seconds, detail)
 
 
+def both_estimates(
+    n: int, prompt_tokens: int, suffix_tokens: int, plan: DiffusionPlan, profile: CostProfile
+) -> tuple[Estimate, Estimate]:
+    """AR's and diffusion's estimates for an output of `n` tokens, as the router compares them (with `plan`,
+    the diffusion settings for that length): what `calibrate --show` plots and its crossovers come from."""
+    return (
+        estimate_ar(n, prompt_tokens, profile.ar),
+        estimate_diffusion(n, prompt_tokens, suffix_tokens, plan, profile.diffusion),
+    )
+
+
 def diffusion_faster(
     profile: CostProfile,
     plan_for: Callable[[int], DiffusionPlan],
@@ -107,10 +118,8 @@ def diffusion_faster(
     ranges [first, last] (the estimates the router compares: it may win only between two lengths)."""
     ranges: list[tuple[int, int]] = []
     for n in range(shortest, longest + 1):
-        faster = (
-            estimate_diffusion(n, prompt_tokens, 0, plan_for(n), profile.diffusion).seconds
-            < estimate_ar(n, prompt_tokens, profile.ar).seconds
-        )
+        ar, diffusion = both_estimates(n, prompt_tokens, 0, plan_for(n), profile)
+        faster = diffusion.seconds < ar.seconds
         if faster and ranges and ranges[-1][1] == n - 1:
             ranges[-1] = (ranges[-1][0], n)
         elif faster:

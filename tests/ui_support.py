@@ -22,6 +22,7 @@ class UiOverrides(TypedDict, total=False):
     suggestion_tokens: int
     max_chars_right_of_cursor: int
     autosave_s: float
+    theme: str
 
 
 def make_config(

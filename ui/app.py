@@ -15,27 +15,32 @@ from textual import on
 from textual.actions import SkipAction
 from textual.app import App, ComposeResult, SystemCommand
 from textual.screen import Screen
-from textual.widgets import Footer
+from textual.theme import Theme
+from textual.widgets import Footer, TextArea
 
 from app.domain.draft_request import DraftRequest
 from app.domain.reply import Reply
 from app.errors import SharpenError
 from app.service import SharpenService
-from app.storage.documents import DocumentError, DocumentStore
+from app.storage.config import ConfigError, set_value
+from app.storage.documents import DocumentError, DocumentStore, Recovery
 from app.storage.draft_history import DraftHistory, PastDraft
+from app.storage.recent_files import RecentFiles
 from engines.cancel import CancelToken
 from engines.diffusion.trace import Trace, TraceError, load_trace
 from router.request import approximate_tokens
 from ui.bindings import bindings, key_rows, keymap
 from ui.draft_panel import DraftEnded, DraftPanel, DraftRun, DraftStarted
 from ui.editor import SharpenEditor
+from ui.find_bar import FindBar
 from ui.requests import draft_at_cursor, rewrite_of_selection
 from ui.screens.dialogs import DraftAsk, DraftPromptScreen, PathScreen, RecoveryScreen, RewriteScreen
+from ui.screens.files import OpenFileScreen, UnsavedChoice, UnsavedScreen
 from ui.screens.help import HelpScreen
 from ui.screens.history import HistoryScreen
 from ui.screens.models import ModelsScreen
 from ui.screens.playback import PlaybackScreen
-from ui.status import StatusBar, StatusInfo
+from ui.status import StatusBar, StatusInfo, TextCounter, count_text
 
 
 class SharpenApp(App[None]):
@@ -53,17 +58,22 @@ class SharpenApp(App[None]):
         self.saved_text = ""
         self.autosaved_text = ""
         self._calibration = CancelToken()
+        self.recent_files = RecentFiles(service.paths.state_dir / "recent_files.json")
+        self.counter = TextCounter()
+        self._saved_theme = ""
 
     # ----- layout and start-up -------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
         ui = self.service.config.ui
-        yield SharpenEditor(
+        editor = SharpenEditor(
             self.complete_suggestion,
             id="editor",
             debounce_s=ui.debounce_ms / 1000,
             max_chars_right=ui.max_chars_right_of_cursor,
         )
+        yield editor
+        yield FindBar(editor, id="find-bar")
         yield DraftPanel(self.service, self.show_status, id="draft-panel")
         yield StatusBar(id="status")
         yield Footer()
@@ -71,6 +81,10 @@ class SharpenApp(App[None]):
     @property
     def editor(self) -> SharpenEditor:
         return self.query_one("#editor", SharpenEditor)
+
+    @property
+    def find_bar(self) -> FindBar:
+        return self.query_one("#find-bar", FindBar)
 
     @property
     def panel(self) -> DraftPanel:
@@ -91,17 +105,23 @@ class SharpenApp(App[None]):
     def on_mount(self) -> None:
         self.set_keymap(keymap(self.service.config.keys))
         ui = self.service.config.ui
+        self._apply_theme(ui.theme)
         self.editor.set_autocomplete(ui.autocomplete)
         self.status.info = StatusInfo(autocomplete=ui.autocomplete)
         self.sub_title = str(self.document) if self.document else "untitled"
         if self.document is not None:
             try:
-                self.saved_text = self.store.load(self.document)
+                self.saved_text, note = self.store.load(self.document)
+                if note:
+                    self.notify(note, severity="warning", timeout=15)
             except DocumentError as error:
                 self.notify(str(error), severity="error", timeout=10)
                 self.document = None
+        self.editor.use_language_of(self.document)
         self.editor.load_text(self.saved_text)
         self.autosaved_text = self.saved_text
+        if self.document is not None:
+            self._remember_recent(self.document)
         self.set_interval(ui.autosave_s, self.autosave)
         recovery = self.store.recovery(self.document)
         if recovery is not None:
@@ -148,19 +168,204 @@ class SharpenApp(App[None]):
         if path:
             self._save_to(Path(path).expanduser())
 
-    def _save_to(self, path: Path) -> None:
+    def _save_to(self, path: Path) -> bool:
         text = self.editor.text
+        renamed = self.document != path
         try:
-            if self.document != path:
+            if renamed:
                 self.store.discard_autosave(self.document)
             self.store.save(path, text)
         except DocumentError as error:
             self.notify(str(error), severity="error", timeout=10)
-            return
+            return False
         self.document = path
         self.saved_text = self.autosaved_text = text
         self.sub_title = str(path)
         self.notify(f"saved {path}")
+        if renamed:
+            self.editor.use_language_of(path)
+            self._remember_recent(path)
+        return True
+
+    def action_save_as(self) -> None:
+        self._main_screen_only()
+        self.save_as_dialog()
+
+    def save_as_dialog(self) -> None:
+        self.push_screen(PathScreen("Save as:", str(self.document or "")), self._save_as)
+
+    # ----- opening files -------------------------------------------------------------------------
+
+    def _main_screen_only(self) -> None:
+        """The app's keys reach every screen: under a dialog, a key of the editor's screen is handed on."""
+        if len(self.screen_stack) > 1:
+            raise SkipAction()
+
+    def action_open(self) -> None:
+        self._main_screen_only()
+        self.open_dialog()
+
+    def open_dialog(self) -> None:
+        if self._busy_drafting("a draft is refining: esc cancels it"):
+            return
+        self.run_worker(self._read_recent, thread=True, group="recent-files", exclusive=True)
+
+    def _read_recent(self) -> None:
+        recent = self.recent_files.load()
+        self.call_from_thread(self.push_screen, OpenFileScreen(recent), self._open_chosen)
+
+    def _open_chosen(self, path: Path | None) -> None:
+        """Unsaved changes are never dropped: saved, or kept in the autosave (offered back on the next open)."""
+        if path is None:
+            return
+        text = self.editor.text
+        if text == self.saved_text:
+            self._open(path, text, keep=False)
+            return
+        name = self.document.name if self.document else "The untitled document"
+        self.push_screen(UnsavedScreen(name, path.name), lambda choice: self._unsaved_answered(path, choice))
+
+    def _unsaved_answered(self, path: Path, choice: UnsavedChoice | None) -> None:
+        if choice == "keep":
+            self._open(path, self.editor.text, keep=True)
+        elif choice == "save" and self.document is None:
+            self.push_screen(PathScreen("Save as:"), lambda target: self._save_then_open(target, path))
+        elif choice == "save" and self.document is not None and self._save_to(self.document):
+            self._open(path, self.editor.text, keep=False)
+
+    def _save_then_open(self, target: str | None, path: Path) -> None:
+        if target and self._save_to(Path(target).expanduser()):
+            self._open(path, self.editor.text, keep=False)
+
+    def _open(self, path: Path, current: str, *, keep: bool) -> None:
+        document = self.document
+        self.run_worker(
+            lambda: self._load(path, document, current, keep), thread=True, group="open-file", exclusive=True
+        )
+
+    def _load(self, path: Path, document: Path | None, current: str, keep: bool) -> None:
+        """In a worker: the autosave of the text being replaced (if kept), then the file, its recovery, and
+        the recent list."""
+        if keep:
+            try:
+                self.store.autosave(document, current)
+            except OSError as error:
+                message = f"{path.name} not opened: the autosave of your changes failed ({error})"
+                self.call_from_thread(self.notify, message, severity="error", timeout=10)
+                return
+        try:
+            text, note = self.store.load(path)
+        except DocumentError as error:
+            self.call_from_thread(self.notify, str(error), severity="error", timeout=10)
+            return
+        recovery = self.store.recovery(path)
+        self._write_recent(path)
+        self.call_from_thread(self._show_opened, path, text, note, recovery, current)
+
+    def _show_opened(self, path: Path, text: str, note: str, recovery: Recovery | None, replaced: str) -> None:
+        if self.editor.text != replaced:  # typed into while the file was read: that text stays
+            self.notify(f"{path.name} not opened: the document changed meanwhile; open it again", timeout=10)
+            return
+        if self.find_bar.is_open:
+            self.find_bar.action_close()
+        self.document = path
+        self.saved_text = self.autosaved_text = text
+        self.sub_title = str(path)
+        self.editor.use_language_of(path)
+        self.editor.load_text(text)
+        self.editor.focus()
+        self.notify(f"opened {path}")
+        if note:
+            self.notify(note, severity="warning", timeout=15)
+        if recovery is not None:
+            self.push_screen(
+                RecoveryScreen(path.name, recovery.saved_at[:19].replace("T", " ")), self._recover(recovery.text)
+            )
+
+    def _remember_recent(self, path: Path) -> None:
+        self.run_worker(lambda: self._write_recent(path), thread=True, group="recent-files")
+
+    def _write_recent(self, path: Path) -> None:
+        try:
+            self.recent_files.add(path)
+        except OSError as error:
+            self.call_from_thread(self.notify, f"the recent-files list was not updated: {error}", severity="warning")
+
+    # ----- find and replace ----------------------------------------------------------------------
+
+    def action_find(self) -> None:
+        self._main_screen_only()
+        self.find_bar.open(replace=False)
+
+    def action_replace(self) -> None:
+        self._main_screen_only()
+        self.find_bar.open(replace=True)
+
+    def action_find_next(self) -> None:
+        self._find_step(self.find_bar.find_next)
+
+    def action_find_previous(self) -> None:
+        self._find_step(self.find_bar.find_previous)
+
+    def _find_step(self, step: Callable[[], None]) -> None:
+        """Step to a match; with the find bar closed, open it first."""
+        self._main_screen_only()
+        if self.find_bar.is_open:
+            step()
+        else:
+            self.find_bar.open(replace=False)
+
+    # ----- counts and theme ----------------------------------------------------------------------
+
+    @on(TextArea.Changed, "#editor")
+    def _count_document(self, event: TextArea.Changed) -> None:
+        """Counted on each edit, not on each render: about 1 ms for a 1 MB document (only changed lines are
+        split again)."""
+        editor = event.text_area
+        if not editor.is_attached:  # the app is closing
+            return
+        status = editor.screen.query_one("#status", StatusBar)
+        status.info = status.info.but(counts=self.counter.count(editor.document.lines))
+        find_bar = editor.screen.query_one("#find-bar", FindBar)
+        if find_bar.is_open:
+            find_bar.refresh_matches()
+
+    @on(TextArea.SelectionChanged, "#editor")
+    def _count_selection(self, event: TextArea.SelectionChanged) -> None:
+        editor = event.text_area
+        if not editor.is_attached:
+            return
+        status = editor.screen.query_one("#status", StatusBar)
+        selection = None if editor.selection.is_empty else count_text(editor.selected_text)
+        if selection != status.info.selection:
+            status.info = status.info.but(selection=selection)
+
+    def _apply_theme(self, name: str) -> None:
+        """The theme config.toml names (ui.theme); a switch from the command palette is written back there."""
+        if name in self.available_themes:
+            self.theme = name
+        else:
+            self.notify(
+                f"ui.theme = {name!r} is not one of Textual's themes; using {self.theme}. "
+                "The command palette's Change theme lists them",
+                severity="warning",
+                timeout=10,
+            )
+        self._saved_theme = name
+        self.theme_changed_signal.subscribe(self, self._theme_changed)
+
+    def _theme_changed(self, theme: Theme) -> None:
+        if theme.name == self._saved_theme:
+            return
+        self._saved_theme = theme.name
+        path = self.service.paths.config_file
+        self.run_worker(lambda: self._write_theme(path, theme.name), thread=True, group="config-write")
+
+    def _write_theme(self, path: Path, name: str) -> None:
+        try:
+            set_value(path, "ui.theme", name)
+        except ConfigError as error:
+            self.call_from_thread(self.notify, f"the theme was not remembered: {error}", severity="error")
 
     def action_quit_saving(self) -> None:
         self.autosave()
@@ -188,8 +393,7 @@ class SharpenApp(App[None]):
     # ----- drafts --------------------------------------------------------------------------------
 
     def action_draft(self) -> None:
-        if self.panel.refining:
-            self.notify("a draft is already refining: esc cancels it")
+        if self._busy_drafting("a draft is already refining: esc cancels it"):
             return
         self.push_screen(DraftPromptScreen(self.service.config.diffusion.tokens), self._draft_asked)
 
@@ -203,8 +407,7 @@ class SharpenApp(App[None]):
         if editor.selection.is_empty:
             self.notify("select the text to rewrite first")
             return
-        if self.panel.refining:
-            self.notify("a draft is already refining: esc cancels it")
+        if self._busy_drafting("a draft is already refining: esc cancels it"):
             return
         self.push_screen(RewriteScreen(approximate_tokens(editor.selected_text)), self._rewrite_asked)
 
@@ -247,14 +450,19 @@ class SharpenApp(App[None]):
         self.history.add(document, reply, instruction)
         self._warn_about_history()
 
+    def _busy_drafting(self, message: str) -> bool:
+        """Whether a draft is refining (said in a notification): one draft at a time."""
+        if self.panel.refining:
+            self.notify(message)
+        return self.panel.refining
+
     def _warn_about_history(self) -> None:
         if self.history.warning:
             warning, self.history.warning = self.history.warning, ""
             self.call_from_thread(self.notify, warning, severity="warning", timeout=10)
 
     def action_draft_history(self) -> None:
-        if self.panel.refining:
-            self.notify("a draft is refining: esc cancels it")
+        if self._busy_drafting("a draft is refining: esc cancels it"):
             return
         self.run_worker(self._open_history, thread=True, group="history-read", exclusive=True)
 
@@ -378,3 +586,7 @@ class SharpenApp(App[None]):
         yield SystemCommand("Models", "Which models are present and what they serve", self.action_models)
         yield SystemCommand("Keys", "Every key binding", self.action_help)
         yield SystemCommand("Save", "Save the document", self.action_save)
+        yield SystemCommand("Save as", "Save the document under a new name", self.save_as_dialog)
+        yield SystemCommand("Open a file", "Open a file, or one of the recent ones", self.open_dialog)
+        yield SystemCommand("Find", "Find in the document", lambda: self.find_bar.open(replace=False))
+        yield SystemCommand("Replace", "Find and replace in the document", lambda: self.find_bar.open(replace=True))

@@ -38,3 +38,8 @@ def keymap(keys: KeysSection) -> dict[str, str]:
 def key_rows(keys: KeysSection) -> list[tuple[str, str, str]]:
     """For the help screen: each key setting's name, its keys as configured, and what it does."""
     return [(key.name, getattr(keys, key.name), key.help) for key in KEYS]
+
+
+def key_label(keys: KeysSection, name: str) -> str:
+    """How a hint names the keys configured for `name` ("ctrl+enter / ctrl+y", "esc")."""
+    return " / ".join(key.strip().replace("escape", "esc") for key in getattr(keys, name).split(","))

@@ -26,6 +26,7 @@ from app.storage.draft_history import PastDraft
 from engines.cancel import CancelToken
 from engines.diffusion.trace import Trace
 from engines.events import DiffusionStats, Done, GenerationStats, Pass, Token
+from ui.bindings import key_label
 from ui.refinement import RefinementView
 
 DraftState = Literal["refining", "ready", "cancelled", "failed"]
@@ -237,13 +238,15 @@ class DraftPanel(Vertical):
         return f"{self.title} · candidate {self.candidates.index(self.run) + 1} of {len(self.candidates)}"
 
     def _ready_hint(self, run: DraftRun) -> str:
-        hint = "ctrl+enter / ctrl+y inserts · esc drops"
+        keys = self.service.config.keys
+        hint = f"{key_label(keys, 'accept_draft')} inserts · {key_label(keys, 'dismiss')} drops"
         if run.passes:
-            hint += " · f5 plays the passes back"
+            hint += f" · {key_label(keys, 'playback')} plays the passes back"
         if run.request is not None:
-            hint += " · ctrl+n another candidate"
+            hint += f" · {key_label(keys, 'another_candidate')} another candidate"
         if len(self.candidates) > 1:
-            hint += " · ctrl+b / ctrl+f flip"
+            flip = f"{key_label(keys, 'previous_candidate')} / {key_label(keys, 'next_candidate')}"
+            hint += f" · {flip} flip"
         context = run.reply.context if run.reply is not None else None
         if context is not None and not context.complete:
             hint += f" · {context.left_out_before + context.left_out_after:,} characters of the document left out"

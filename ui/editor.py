@@ -1,16 +1,21 @@
-"""The document editor: a TextArea with ghost-text autocomplete."""
+"""The document editor: a TextArea with ghost-text autocomplete, the find bar's matches highlighted, moves to
+the document's start and end, and Markdown highlighting for Markdown files."""
 
 from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from rich.style import Style
+from rich.text import Text
 from textual import work
 from textual.actions import SkipAction
 from textual.widgets import TextArea
+from textual.widgets.text_area import Location
 
 from app.errors import SharpenError
 from engines.cancel import CancelToken
@@ -18,6 +23,7 @@ from ui.bindings import bindings
 from ui.suggestions import SuggestionCache, fit_to_line, should_suggest
 
 NEXT_WORD = re.compile(r"\s*\S+")
+MARKDOWN_SUFFIXES = {".md", ".markdown"}
 
 # Continues the text before the cursor (with the text after it): prefix, suffix, cancel -> completion.
 # Blocking: the editor runs it in a thread.
@@ -52,6 +58,8 @@ class SharpenEditor(TextArea):
         self.max_chars_right = max_chars_right
         self._completion_cancel = CancelToken()
         self._anchor: tuple[int, int] | None = None
+        # The find bar's matches, by line: (start column, end column).
+        self._matches: dict[int, list[tuple[int, int]]] = {}
 
     # ----- asking ----------------------------------------------------------------------------------
 
@@ -142,3 +150,46 @@ class SharpenEditor(TextArea):
         if not enabled:
             self.suggestion = ""
             self._completion_cancel.cancel()
+
+    # ----- the document's start and end ------------------------------------------------------------
+
+    def action_doc_start(self) -> None:
+        self.move_cursor((0, 0))
+
+    def action_doc_end(self) -> None:
+        self.move_cursor(self.document.end)
+
+    def action_select_to_start(self) -> None:
+        self.move_cursor((0, 0), select=True)
+
+    def action_select_to_end(self) -> None:
+        self.move_cursor(self.document.end, select=True)
+
+    # ----- the find bar's matches and the language ------------------------------------------------
+
+    def show_matches(self, matches: Sequence[tuple[Location, Location]]) -> None:
+        """Highlight these ranges (each within one line) until the next call; an empty list clears them."""
+        by_line: dict[int, list[tuple[int, int]]] = {}
+        for (row, start), (_, end) in matches:
+            by_line.setdefault(row, []).append((start, end))
+        if by_line == self._matches:
+            return
+        self._matches = by_line
+        self._line_cache.clear()  # TextArea caches rendered lines by what it knows changes them: not our matches
+        self.refresh()
+
+    def get_line(self, line_index: int) -> Text:
+        """TextArea's hook for styling a line: the find bar's matches get the theme's warning colour."""
+        line = super().get_line(line_index)
+        matches = self._matches.get(line_index)
+        if matches:
+            # Underlined too: on the cursor's line TextArea's cursor-line style paints over the colours.
+            style = Style(bgcolor=self.app.current_theme.warning or "yellow", color="black", underline=True)
+            for start, end in matches:
+                line.stylize(style, start, end)
+        return line
+
+    def use_language_of(self, path: Path | None) -> None:
+        """Markdown highlighting for a Markdown file (tree-sitter), plain text for anything else."""
+        markdown = path is not None and path.suffix.lower() in MARKDOWN_SUFFIXES
+        self.language = "markdown" if markdown and "markdown" in self.available_languages else None

@@ -6,32 +6,22 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from app.domain.refinement_frames import LOW, MASK_GLYPH, MEDIUM, STYLES, confidence_mark, frame
 from engines.events import Pass
 
-MASK_GLYPH = "░"
-# As in LLaDA's demo: the tokens committed in this pass, coloured by confidence.
-LOW, MEDIUM = 0.3, 0.7
+__all__ = ["LOW", "MASK_GLYPH", "MEDIUM", "RefinementView", "confidence_style", "render_pass"]
 
 
 def confidence_style(confidence: float) -> str:
-    if confidence < LOW:
-        return "bold #ff5f5f"
-    if confidence < MEDIUM:
-        return "bold #ffaf00"
-    return "bold #5fd75f"
+    return STYLES[confidence_mark(confidence)]
 
 
 def render_pass(event: Pass, highlight: bool = True) -> Text:
-    """The canvas as text: masks as dim placeholders, this pass's commits coloured by confidence."""
-    fresh = dict(zip(event.committed, event.confidences, strict=True)) if highlight else {}
+    """The canvas as text: masks as dim placeholders, this pass's commits coloured by confidence
+    (the frame model in app/domain/refinement_frames.py, which the trace exports draw too)."""
     text = Text()
-    for position, (piece, masked) in enumerate(zip(event.pieces, event.masked, strict=True)):
-        if masked:
-            text.append(MASK_GLYPH, style="dim")
-        elif position in fresh:
-            text.append(piece, style=confidence_style(fresh[position]))
-        else:
-            text.append(piece)
+    for cell in frame(event, highlight).cells:
+        text.append(cell.text, style=STYLES[cell.mark])
     return text
 
 

@@ -6,13 +6,19 @@ import argparse
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NoReturn
 
 from app.service import SharpenService
 from app.storage.config import BadValue, Check, SettingSpec, convert_text, settings_registry
+from app.storage.documents import NOT_UTF8, read_text_lenient
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+# The arguments that name files, by their dest or metavar (or declared `type=Path`): they keep the bytes that
+# are not UTF-8 (as lone surrogates), so that the file opens; every other text argument has them read as U+FFFD.
+PATH_ARGUMENTS = frozenset({"context", "trace", "out", "quoted_from", "path", "source", "export", "plot"})
+PATH_METAVARS = frozenset({"FILE", "PATH", "FOLDER", "DIR"})
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,18 @@ def checked_flag(kind: type, check: Check) -> Callable[[str], Any]:
 
 def read_text(arg: str) -> str:
     return sys.stdin.read() if arg == "-" else arg
+
+
+def read_text_file(path: Path, what: str) -> str:
+    """A text file's text; bytes that are not UTF-8 are read as U+FFFD, with a note naming `what`."""
+    text, replaced = read_text_lenient(path)
+    if replaced:
+        note(f"{what} {NOT_UTF8}")
+    return text
+
+
+def note(message: str) -> None:
+    print(f"sharpen: note: {message}", file=sys.stderr)
 
 
 def service() -> SharpenService:

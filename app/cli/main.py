@@ -5,6 +5,8 @@ Every command goes through SharpenService, as the TUI does.
 
 from __future__ import annotations
 
+import argparse
+import io
 import logging
 import os
 import signal
@@ -14,8 +16,9 @@ from importlib.metadata import version
 from pathlib import Path
 
 from app.cli import models, routing, serve, tools, writing
-from app.cli.common import EXIT_USAGE, Command, Parser, fail
+from app.cli.common import EXIT_USAGE, PATH_ARGUMENTS, PATH_METAVARS, Command, Parser, fail, note
 from app.errors import SharpenError
+from app.storage.documents import NOT_UTF8, valid_text
 
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 128 + getattr(signal, "SIGPIPE", 13)  # Windows has no SIGPIPE
@@ -55,6 +58,9 @@ def build_parser() -> Parser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        # A path that is not UTF-8 keeps its bytes (as lone surrogates): printed, it is escaped, as on stderr.
+        sys.stdout.reconfigure(errors="backslashreplace")
     try:
         code = _main(argv)
         sys.stdout.flush()  # here, not at exit, so a closed pipe is met where it can be handled
@@ -92,10 +98,48 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    make_arguments_valid(parser, args)
     if args.verbose:
         _log_verbosely()
     handler: Callable[..., int] = args.handler
     return _guarded(lambda: handler(args), verbose=args.verbose)
+
+
+def make_arguments_valid(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Bytes in an argument that are not UTF-8 (which Python hands over as lone surrogates) become U+FFFD,
+    with a note naming the argument, before any text reaches a model; a path keeps its bytes, to open its file."""
+    declared = _declared_arguments(parser, args)
+    for dest, value in vars(args).items():
+        name, is_path = declared.get(dest, (dest, dest in PATH_ARGUMENTS))
+        if is_path:
+            continue
+        valid: str | list[str]
+        if isinstance(value, str):
+            valid, replaced = valid_text(value)
+        elif isinstance(value, list) and all(isinstance(item, str) for item in value):
+            checked = [valid_text(item) for item in value]
+            valid, replaced = [text for text, _ in checked], any(changed for _, changed in checked)
+        else:
+            continue
+        if replaced:
+            setattr(args, dest, valid)
+            note(f"argument {name} {NOT_UTF8}")
+
+
+def _declared_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, tuple[str, bool]]:
+    """Each argument of the command given: its name as argparse's errors say it (`--suffix`, `prompt`), and
+    whether it names a file (a dest in PATH_ARGUMENTS, a metavar in PATH_METAVARS, or `type=Path`)."""
+    declared: dict[str, tuple[str, bool]] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = action.choices.get(getattr(args, action.dest, None) or "")
+            if chosen is not None:
+                declared |= _declared_arguments(chosen, args)
+            continue
+        name = action.option_strings[-1] if action.option_strings else str(action.metavar or action.dest)
+        is_path = action.dest in PATH_ARGUMENTS or action.metavar in PATH_METAVARS or action.type is Path
+        declared.setdefault(action.dest, (name, is_path))
+    return declared
 
 
 def _log_verbosely() -> None:

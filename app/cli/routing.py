@@ -5,14 +5,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
 
-from app.cli.common import Command, checked_flag, engine_label, service, setting_flag
+from app.cli.common import Command, checked_flag, engine_label, fail, service, setting_flag
+from app.cli.plot import LONGEST, PLOT_WIDTH, SHORTEST, CostChart, Crossover, Curve, plot_size, render, sample_lengths
+from app.service import SharpenService
+from app.storage.atomic import write_atomic
 from app.storage.config import at_least
 from router.calibration import QUICK, CalibrationSizes
-from router.cost import DiffusionPlan, diffusion_faster
-from router.policy import SHORT_OUTPUT_TOKENS, diffusion_plan
-from router.profile import render_profile
-from router.request import ENGINES, KINDS, POLICIES, QUALITIES, Request
+from router.cost import DiffusionPlan, both_estimates, diffusion_faster
+from router.policy import SHORT_OUTPUT_TOKENS, STEPS_PER_TOKEN, diffusion_plan
+from router.profile import CostProfile, render_profile
+from router.request import ENGINES, KINDS, POLICIES, QUALITIES, EngineName, Estimate, Request
 
 
 def route_arguments(parser: argparse.ArgumentParser) -> None:
@@ -87,6 +92,41 @@ def route(args: argparse.Namespace) -> int:
 def calibrate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--show", action="store_true", help="print the saved profile without measuring")
     parser.add_argument("--quick", action="store_true", help="a smaller, faster measurement")
+    parser.add_argument(
+        "--plot", type=svg_path, metavar="FILE", help="also write the plot of both engines' estimates as an SVG"
+    )
+
+
+def svg_path(text: str) -> Path:
+    if Path(text).suffix.lower() != ".svg":
+        raise argparse.ArgumentTypeError(f"the plot is written as SVG: give a FILE ending in .svg, got {text!r}")
+    return Path(text)
+
+
+@dataclass(frozen=True)
+class DraftEstimates:
+    """Both engines' estimates for a draft of any length, as `sharpen route --kind draft` makes them: the
+    router's cost functions (router/cost.py both_estimates), its plan for that length (diffusion_plan: the
+    configured settings, K scaled by the quality preset) and the context a Request assumes by default."""
+
+    profile: CostProfile
+    base: DiffusionPlan
+    request: Request  # a draft at the configured quality; its output length is replaced
+
+    @classmethod
+    def of(cls, sharpen: SharpenService, profile: CostProfile) -> DraftEstimates:
+        return cls(profile, sharpen.draft_settings.plan(), Request("draft", 1, quality=sharpen.config.router.quality))
+
+    def plan_for(self, n: int) -> DiffusionPlan:
+        return diffusion_plan(replace(self.request, output_tokens=n), self.base)
+
+    def at(self, n: int) -> tuple[Estimate, Estimate]:
+        """AR's and diffusion's estimates for a draft of `n` tokens."""
+        return both_estimates(n, self.request.prompt_tokens, self.request.suffix_tokens, self.plan_for(n), self.profile)
+
+    def diffusion_faster(self, shortest: int, longest: int) -> list[tuple[int, int]]:
+        """The ranges of lengths at which diffusion is estimated faster (router/cost.py diffusion_faster)."""
+        return diffusion_faster(self.profile, self.plan_for, shortest, self.request.prompt_tokens, longest)
 
 
 def calibrate(args: argparse.Namespace) -> int:
@@ -99,21 +139,121 @@ def calibrate(args: argparse.Namespace) -> int:
     if warning:
         print(f"sharpen: warning: {warning}", file=sys.stderr)
     print(render_profile(profile), end="")
-    base = sharpen.draft_settings.plan()
-    quality = sharpen.config.router.quality
-
-    def plan_for(n: int) -> DiffusionPlan:
-        return diffusion_plan(Request("draft", n, quality=quality), base)
-
+    drafts = DraftEstimates.of(sharpen, profile)
+    quality = drafts.request.quality
     longest = 4096
-    faster = diffusion_faster(profile, plan_for, SHORT_OUTPUT_TOKENS, longest=longest)
-    drafts = f"drafts of {SHORT_OUTPUT_TOKENS} to {longest} tokens (after a 32-token prompt, at quality {quality})"
+    faster = drafts.diffusion_faster(SHORT_OUTPUT_TOKENS, longest)
+    prompt = drafts.request.prompt_tokens
+    which = f"drafts of {SHORT_OUTPUT_TOKENS} to {longest} tokens (after a {prompt}-token prompt, at quality {quality})"
     if not faster:
-        print(f"# diffusion is not estimated faster than AR for any of the {drafts}")
+        print(f"# diffusion is not estimated faster than AR for any of the {which}")
     else:
         spans = ", ".join(f"{lo}+" if hi == longest else f"{lo}-{hi}" for lo, hi in faster)
-        print(f"# diffusion is estimated faster than AR at {spans} tokens, of the {drafts}")
+        print(f"# diffusion is estimated faster than AR at {spans} tokens, of the {which}")
+    present = sharpen.routing.present_engines()
+    width, height, colour = plot_size(sys.stdout)
+    chart, summary = cost_chart(drafts, present, width)
+    print(render(chart, width, height, colour))
+    print(f"# {summary}")
+    if args.plot is not None:
+        from app.cli.plot import render_svg
+
+        try:
+            write_atomic(args.plot, render_svg(cost_chart(drafts, present)[0]).encode("utf-8"))
+        except OSError as error:
+            return fail(f"cannot write the plot to {args.plot}: {error.strerror or error}")
+        print(f"wrote {args.plot}", file=sys.stderr)
     return 0
+
+
+def cost_chart(
+    drafts: DraftEstimates, present: dict[EngineName, str], width: int = PLOT_WIDTH
+) -> tuple[CostChart, str]:
+    """The plot of both engines' estimates from SHORTEST to LONGEST tokens, the lengths where the faster one
+    changes marked (found from the same estimates, at every length), and that finding in a sentence."""
+    profile = drafts.profile
+    lengths = sample_lengths(SHORTEST, LONGEST)
+    estimates = [drafts.at(n) for n in lengths]
+    engines: tuple[EngineName, ...] = tuple(e for e in ENGINES if e in present) or ENGINES
+    curves = tuple(
+        Curve(
+            engine,
+            _curve_label(engine, profile, present),
+            tuple(pair[ENGINES.index(engine)].seconds for pair in estimates),
+        )
+        for engine in engines
+    )
+    crossovers: list[Crossover] = []
+    span = f"between {SHORTEST} and {LONGEST} tokens"
+    if len(engines) == 1:
+        only = engine_label(engines[0])
+        summary = f"no crossover: only the {only} engine's model is present, so every draft goes to it"
+        note = f"no crossover: only {only} is present"
+    else:
+        faster = drafts.diffusion_faster(SHORTEST, LONGEST)
+        for lo, hi in faster:
+            if lo > SHORTEST:
+                crossovers.append(Crossover(lo, f"diffusion faster from {lo} tokens"))
+            if hi < LONGEST:
+                crossovers.append(Crossover(hi + 1, f"AR faster from {hi + 1} tokens"))
+        note = ""
+        if not faster:
+            summary = f"no crossover {span}: AR is estimated faster at every length"
+            note = "no crossover: AR faster throughout"
+        elif not crossovers:
+            summary = f"no crossover {span}: diffusion is estimated faster at every length"
+            note = "no crossover: diffusion faster throughout"
+        else:
+            spans = ", ".join(f"{lo}-{hi}" if hi > lo else f"{lo}" for lo, hi in faster)
+            summary = (
+                f"crossover: {'; '.join(c.label for c in crossovers)} (diffusion is estimated faster at {spans} "
+                f"tokens, AR at the other lengths {span})"
+            )
+        if faster and faster[0][0] < SHORT_OUTPUT_TOKENS:
+            summary += f"; the router sends drafts under {SHORT_OUTPUT_TOKENS} tokens to AR whatever the estimates"
+        if len(crossovers) > 2:  # rounding K makes the engines alternate near a crossing: name the outermost
+            crossovers[1:-1] = [replace(c, label="") for c in crossovers[1:-1]]
+    return CostChart(_title(drafts, engines, width), lengths, curves, tuple(crossovers), note), summary
+
+
+def _title(drafts: DraftEstimates, engines: tuple[EngineName, ...], width: int) -> str:
+    """The quality preset, the rule for the passes K and whether each engine's costs were measured, in the
+    longest wording that fits the plot's width."""
+    quality, rule = drafts.request.quality, _passes_rule(drafts)
+    sources = [
+        (
+            engine_label(e),
+            "measured" if (drafts.profile.ar if e == "ar" else drafts.profile.diffusion).measured else "estimated",
+        )
+        for e in engines
+    ]
+    long = ", ".join(f"{name} {how}" for name, how in sources)
+    short = ", ".join(f"{name[:4]} {how[:4]}." for name, how in sources)
+    k = rule.split(",")[0]
+    candidates = (
+        f"Estimated seconds per draft · quality {quality}, {rule} · {long}",
+        f"Estimated seconds per draft · quality {quality}, {k} · {long}",
+        f"Seconds per draft · quality {quality}, {k} · {long}",
+        f"quality {quality}, {k} · {short}",
+    )
+    return next((t for t in candidates if len(t) <= width - 8), candidates[-1])
+
+
+def _curve_label(engine: EngineName, profile: CostProfile, present: dict[EngineName, str]) -> str:
+    costs = profile.ar if engine == "ar" else profile.diffusion
+    model = costs.model or present.get(engine) or "default costs"
+    return f"{engine_label(engine)}: {model}"
+
+
+def _passes_rule(drafts: DraftEstimates) -> str:
+    """How many diffusion passes K a draft of N tokens gets (router/policy.py diffusion_plan)."""
+    if drafts.base.threshold is not None:
+        return f"K ~ {drafts.profile.diffusion.threshold_passes_per_token:g} x N (threshold decoding)"
+    per_token = STEPS_PER_TOKEN[drafts.request.quality]
+    rule = f"K = N/{round(1 / per_token)}" if per_token < 1 else f"K = {per_token:g} x N"
+    return rule + (
+        f", at least 1 per {drafts.base.block_length}-token block" if drafts.base.schedule == "blocks" else ""
+    )
 
 
 def progress_bar(fraction: float, label: str) -> None:

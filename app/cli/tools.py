@@ -22,12 +22,48 @@ def run_tui(document: Path | None = None, trace: Path | None = None) -> int:
 
 
 def replay_arguments(parser: argparse.ArgumentParser) -> None:
+    from app.tools.recording import DEFAULT_HEIGHT, DEFAULT_SPEED, DEFAULT_WIDTH
+
     parser.add_argument("trace", help="a trace file saved by `sharpen draft --trace` or the TUI")
+    parser.add_argument(
+        "--export",
+        dest="out",  # a path: it keeps its bytes
+        metavar="FILE",
+        help="write the refinement as a recording instead of opening playback: "
+        "FILE.cast (asciinema), FILE.svg (animated, plays in a browser or a README) or FILE.gif",
+    )
+    parser.add_argument(
+        "--speed",
+        type=checked_flag(float, between(0.1, 100.0)),
+        default=DEFAULT_SPEED,
+        help=f"passes a second in the recording (default {DEFAULT_SPEED:g}; the last is held 2 s)",
+    )
+    parser.add_argument(
+        "--width",
+        type=checked_flag(int, between(20, 400)),
+        default=DEFAULT_WIDTH,
+        help=f"the recording's width in columns (default {DEFAULT_WIDTH})",
+    )
+    parser.add_argument(
+        "--height",
+        type=checked_flag(int, between(2, 200)),
+        default=DEFAULT_HEIGHT,
+        help=f"the recording's height in rows, the status line included (default {DEFAULT_HEIGHT})",
+    )
 
 
 def replay(args: argparse.Namespace) -> int:
-    load_trace(args.trace)  # a bad file fails here, with a clear message, before the screen opens
-    return run_tui(trace=Path(args.trace))
+    if args.out is None:
+        load_trace(args.trace)  # a bad file fails here, with a clear message, before the screen opens
+        return run_tui(trace=Path(args.trace))
+    from app.tools.recording import ExportOptions, export_format, export_trace
+
+    out = Path(args.out)
+    export_format(out)  # an extension Sharpen does not write fails before the trace is read
+    trace = load_trace(args.trace)
+    written = export_trace(trace, out, ExportOptions(speed=args.speed, width=args.width, height=args.height))
+    print(f"wrote {out}: {len(trace.passes)} passes, {written / 1024:.1f} KB", file=sys.stderr)
+    return 0
 
 
 def training_data_arguments(parser: argparse.ArgumentParser) -> None:

@@ -8,7 +8,17 @@ import sys
 import typing
 from pathlib import Path
 
-from app.cli.common import EXIT_USAGE, Command, checked_flag, engine_label, fail, read_text, service, setting_flag
+from app.cli.common import (
+    EXIT_USAGE,
+    Command,
+    checked_flag,
+    engine_label,
+    fail,
+    read_text,
+    read_text_file,
+    service,
+    setting_flag,
+)
 from app.domain.draft_request import DraftKind, DraftRequest
 from app.domain.reply import Reply
 from app.storage.traces import save_trace
@@ -210,7 +220,7 @@ def draft(args: argparse.Namespace) -> int:
         if not instruction.strip():
             return fail("the prompt is empty: say what to write, or give --context FILE to write at its cursor")
         return print_draft(draft_request(args, "draft", instruction), args)
-    document = Path(args.context).expanduser().read_text(encoding="utf-8")
+    document = read_text_file(Path(args.context).expanduser(), f"--context {args.context}")
     at = len(document) if args.at is None else args.at
     if at > len(document):
         return fail(f"--at {at} is past the end of {args.context} ({len(document)} characters)", EXIT_USAGE)

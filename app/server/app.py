@@ -195,6 +195,8 @@ class SharpenServer:
             body = json.loads(raw or b"{}")
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
             raise bad_request(f"the body is not JSON: {error}") from None
+        except RecursionError:  # nested deeper than Python's parser goes
+            raise bad_request("the body is not JSON Sharpen can read: it is nested too deeply") from None
         if not isinstance(body, dict):
             raise bad_request("the body must be a JSON object")
         return body

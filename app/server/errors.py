@@ -44,6 +44,13 @@ def bad_request(message: str, *, param: str | None = None, code: str | None = No
     return ApiError(400, message, param=param, code=code)
 
 
+def invalid_unicode(what: str, at: int, param: str | None) -> ApiError:
+    """A string of the body that holds a lone surrogate (JSON's "\\ud800"), named by its path in the body."""
+    return bad_request(
+        f"{what} is not valid Unicode (a lone surrogate at character {at})", param=param, code="invalid_unicode"
+    )
+
+
 def api_error_for(error: Exception) -> ApiError:
     """What a client is told about an error raised while serving its request."""
     if isinstance(error, ApiError):
@@ -61,6 +68,9 @@ def api_error_for(error: Exception) -> ApiError:
         return ApiError(503, str(error), kind="server_error", code="engine_busy", headers=headers)
     if isinstance(error, EngineError):
         return ApiError(500, str(error), kind="server_error")
+    if isinstance(error, UnicodeEncodeError) and "surrogate" in error.reason:
+        # A lone surrogate of the request that a check missed: still the request's fault, not the server's.
+        return bad_request(f"the request holds text that is not valid Unicode ({error.reason})", code="invalid_unicode")
     # A bug: the client gets one line, the server's log the traceback.
     logging.getLogger("sharpen.server").error("unexpected error serving a request", exc_info=error)
     return ApiError(500, f"internal error: {type(error).__name__}: {error}", kind="server_error")

@@ -3,6 +3,7 @@ CLI make for the same intent, and gets a Reply back."""
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
 from collections.abc import Mapping
@@ -11,7 +12,7 @@ from typing import Any
 
 from app.domain.draft_request import DraftRequest
 from app.domain.reply import Reply
-from app.server.errors import ApiError, bad_request
+from app.server.errors import ApiError, bad_request, invalid_unicode
 from app.service import SharpenService
 from app.storage.config import BadValue, check_value, settings_registry
 from engines.cancel import CancelToken
@@ -23,6 +24,7 @@ from router.request import ENGINES, POLICIES, QUALITIES, EngineName
 ROUTED = "sharpen"
 # OpenAI's limit, which clients expect.
 MAX_STOPS = 4
+_SURROGATE = re.compile("[\ud800-\udfff]")
 DRAFT_OPTIONS = frozenset(item.name for item in options(DiffusionSettings))
 ROUTING_OPTIONS = {"engine": ENGINES, "policy": POLICIES, "quality": QUALITIES}
 
@@ -44,6 +46,27 @@ class Call:
     # What the answer's body and every chunk of it are stamped with.
     id: str = field(default_factory=lambda: secrets.token_hex(12))
     created: int = field(default_factory=lambda: int(time.time()))
+
+
+def check_unicode(body: Any) -> None:
+    """Every string of a JSON body (keys too, at any depth) must be valid Unicode: JSON lets a lone
+    surrogate through ("\\ud800"), which no tokenizer, and no UTF-8 answer, can take. A 400 names the first,
+    by its path in the body (`messages[0].content`)."""
+    waiting: list[tuple[str, Any]] = [("", body)]
+    while waiting:  # depth first, in the body's order; a loop, as a body can nest deeper than Python recurses
+        where, value = waiting.pop()
+        if isinstance(value, str):
+            found = _SURROGATE.search(value)
+            if found is not None:
+                raise invalid_unicode(where or "the body", found.start(), where or None)
+        elif isinstance(value, dict):
+            for key in value:
+                found = _SURROGATE.search(key)
+                if found is not None:
+                    raise invalid_unicode(f"a key of {where or 'the body'}", found.start(), where or None)
+            waiting.extend((f"{where}.{key}" if where else key, item) for key, item in reversed(value.items()))
+        elif isinstance(value, list):
+            waiting.extend((f"{where}[{number}]", item) for number, item in reversed(list(enumerate(value))))
 
 
 def _get(body: Mapping[str, Any], key: str, kind: type | tuple[type, ...], default: Any = None) -> Any:
@@ -181,6 +204,7 @@ def _stream_options(body: Mapping[str, Any]) -> tuple[bool, bool]:
 def chat_call(service: SharpenService, body: Mapping[str, Any]) -> Call:
     """/v1/chat/completions. One instruction (after any system message) is a draft, routed by its length as
     the editor's Ctrl+D is; a conversation with earlier replies is a chat turn, which AR answers."""
+    check_unicode(body)
     for unsupported in ("tools", "functions", "response_format"):
         if body.get(unsupported):
             raise bad_request(f"{unsupported} is not supported by Sharpen's models", param=unsupported)
@@ -214,6 +238,7 @@ def chat_call(service: SharpenService, body: Mapping[str, Any]) -> Call:
 def completion_call(service: SharpenService, body: Mapping[str, Any]) -> Call:
     """/v1/completions: a continuation (AR), or with `suffix` the gap between prompt and suffix, routed as a
     rewrite is (AR fill-in-the-middle where the model has it, diffusion infill otherwise)."""
+    check_unicode(body)
     if body.get("echo"):
         raise bad_request("echo is not supported", param="echo")
     _single_choice(body)
@@ -252,6 +277,7 @@ def infill_call(service: SharpenService, body: Mapping[str, Any]) -> Call:
     """llama-server's /infill: `input_prefix` + `prompt` before the cursor, `input_suffix` after it, and
     `input_extra` chunks of other files as context in front. `n_predict: 0` (llama.vim's warm-up when its
     extra context changes) evaluates the prompt on the AR engine and answers no text."""
+    check_unicode(body)
     extra = body.get("input_extra") or []
     if not isinstance(extra, list) or not all(isinstance(c, dict) and isinstance(c.get("text"), str) for c in extra):
         raise bad_request("input_extra must be a list of {filename, text}", param="input_extra")
@@ -286,6 +312,7 @@ def infill_call(service: SharpenService, body: Mapping[str, Any]) -> Call:
 def draft_call(service: SharpenService, body: Mapping[str, Any]) -> Call:
     """/v1/sharpen/drafts: a diffusion draft (`prompt` or `messages`) or rewrite (`before` and `after`)
     whose every pass is streamed."""
+    check_unicode(body)
     options = dict(_get(body, "sharpen", dict, {}))
     options.setdefault("engine", "diffusion")
     if options["engine"] != "diffusion":

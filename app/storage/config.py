@@ -137,6 +137,12 @@ class UiSection:
         8, "no automatic suggestion when more characters than this follow the cursor on its line", at_least(0)
     )
     autosave_s: float = option(5.0, "seconds between autosaves of the open document", between(0.5, 600.0))
+    theme: str = option(
+        "textual-dark",
+        "the TUI's colour theme, one of Textual's (the command palette's Change theme lists them and remembers the "
+        "choice here)",
+        not_empty,
+    )
 
 
 # The [keys] section: one string field per key declared in app/storage/keys.py, made from the declarations (the

@@ -5,6 +5,7 @@ with a warning and a new one started: the history is a convenience, never a reas
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import zlib
@@ -90,7 +91,10 @@ class PastDraft:
 
 
 def document_key(document: Path | None) -> str:
-    return str(document.expanduser().resolve()) if document is not None else UNTITLED
+    """The document's full path as SQLite can store it: a name that is not UTF-8 keeps its bytes escaped."""
+    if document is None:
+        return UNTITLED
+    return os.fsencode(document.expanduser().resolve()).decode("utf-8", "backslashreplace")
 
 
 class DraftHistory:

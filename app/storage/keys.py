@@ -79,16 +79,17 @@ KEYS: tuple[KeyDeclaration, ...] = (
     ),
     KeyDeclaration(
         "previous_candidate",
-        "ctrl+b",
+        "ctrl+pageup",
         "show the previous candidate of the draft",
         _app("previous_candidate", "Previous candidate"),
     ),
     KeyDeclaration(
-        "next_candidate", "ctrl+f", "show the next candidate of the draft", _app("next_candidate", "Next candidate")
+        "next_candidate",
+        "ctrl+pagedown",
+        "show the next candidate of the draft",
+        _app("next_candidate", "Next candidate"),
     ),
-    KeyDeclaration(
-        "draft_history", "ctrl+o", "reopen a past draft of this document", _app("draft_history", "Past drafts")
-    ),
+    KeyDeclaration("draft_history", "f4", "reopen a past draft of this document", _app("draft_history", "Past drafts")),
     KeyDeclaration(
         "playback",
         "f5",
@@ -96,6 +97,38 @@ KEYS: tuple[KeyDeclaration, ...] = (
         _app("playback", "Playback", show_in_footer=True),
     ),
     KeyDeclaration("save", "ctrl+s", "save the document", _app("save", "Save", show_in_footer=True)),
+    # Most terminals send ctrl+shift+s as ctrl+s: f12 is the key that works everywhere.
+    KeyDeclaration("save_as", "ctrl+shift+s,f12", "save the document under a new name", _app("save_as", "Save as")),
+    KeyDeclaration("open", "ctrl+o", "open a file (the dialog lists the recent ones)", _app("open", "Open")),
+    # The editor (a TextArea) binds none of these four.
+    KeyDeclaration("doc_start", "ctrl+home", "move to the start of the document", _editor("doc_start", "Start")),
+    KeyDeclaration("doc_end", "ctrl+end", "move to the end of the document", _editor("doc_end", "End")),
+    KeyDeclaration(
+        "select_to_start",
+        "ctrl+shift+home",
+        "select to the start of the document",
+        _editor("select_to_start", "Select to start"),
+    ),
+    KeyDeclaration(
+        "select_to_end",
+        "ctrl+shift+end",
+        "select to the end of the document",
+        _editor("select_to_end", "Select to end"),
+    ),
+    KeyDeclaration("find", "ctrl+f", "find in the document (the find bar)", _app("find", "Find")),
+    # Terminals without the kitty keyboard protocol send ctrl+h as backspace: ctrl+backslash (nano's key) works
+    # everywhere.
+    KeyDeclaration(
+        "replace",
+        "ctrl+h,ctrl+backslash",
+        "find and replace (the find bar with a replace field)",
+        _app("replace", "Replace"),
+    ),
+    KeyDeclaration(
+        "find_next", "f3", "find the next match (enter in the find bar too)", _app("find_next", "Find next")
+    ),
+    # Many terminals send shift+f3 as f15.
+    KeyDeclaration("find_previous", "shift+f3,f15", "find the previous match", _app("find_previous", "Find previous")),
     KeyDeclaration("models", "f2", "show the models and switch between them", _app("models", "Models")),
     KeyDeclaration("help", "f1", "show the keys", _app("help", "Keys", show_in_footer=True)),
     KeyDeclaration("quit", "ctrl+q", "save an autosave and quit", _app("quit_saving", "Quit")),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -106,6 +108,23 @@ def test_atomic_write_leaves_no_temporary_files(tmp_path: Path) -> None:
     write_atomic(target, b"second")
     assert target.read_bytes() == b"second"
     assert [p.name for p in tmp_path.iterdir()] == ["doc.txt"]
+
+
+def test_atomic_write_keeps_a_files_permissions_and_gives_a_new_one_the_usual(tmp_path: Path) -> None:
+    shared = tmp_path / "shared.txt"
+    shared.write_bytes(b"old")
+    shared.chmod(0o640)
+    write_atomic(shared, b"new")
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o640
+    umask = os.umask(0o022)  # the test's own process: no other thread writes files meanwhile
+    try:
+        fresh = tmp_path / "fresh.txt"
+        write_atomic(fresh, b"text")
+        plain = tmp_path / "plain.txt"
+        plain.write_bytes(b"text")
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE(fresh.stat().st_mode) == stat.S_IMODE(plain.stat().st_mode) == 0o644
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@ not a database set aside, a newer one left alone."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -61,3 +62,10 @@ def test_a_history_from_a_newer_sharpen_is_left_alone(tmp_path: Path, ar_engine:
     assert history.add(None, finished(ar_engine, "lost"), "") is None
     assert "schema version 99" in history.warning and path.exists()
     assert not list(tmp_path.glob("*.corrupt-*"))
+
+
+def test_a_document_whose_name_is_not_utf8_keeps_its_drafts(tmp_path: Path, ar_engine: LlamaAREngine) -> None:
+    history = DraftHistory(tmp_path / "drafts.sqlite3")
+    letter = Path(os.fsdecode(bytes(tmp_path) + b"/caf\xe9.txt"))  # the name holds a lone surrogate
+    assert history.add(letter, finished(ar_engine, "a reply"), "ask") is not None
+    assert [past.text for past in history.drafts(letter)] == ["a reply"] and not history.warning

@@ -253,6 +253,8 @@ def test_the_pass_stream_shows_every_pass_and_ends_with_the_trace(base_url: str)
 def test_bad_requests_get_openai_shaped_errors(base_url: str) -> None:
     bad_json = httpx.post(f"{base_url}/v1/chat/completions", content=b"{not json", timeout=30)
     assert bad_json.status_code == 400 and "not JSON" in bad_json.json()["error"]["message"]
+    deep = httpx.post(f"{base_url}/v1/chat/completions", content=b"[" * 100_000 + b"]" * 100_000, timeout=30)
+    assert deep.status_code == 400 and "nested too deeply" in deep.json()["error"]["message"]
     no_messages = httpx.post(f"{base_url}/v1/chat/completions", json={"model": "sharpen"}, timeout=30)
     assert no_messages.status_code == 400 and no_messages.json()["error"]["param"] == "messages"
     chat = client(base_url).chat.completions

@@ -117,11 +117,11 @@ async def test_candidates_flip_and_insert_as_one_undo_step(make_app: AppFactory,
         assert second is not None and second.done is not None and first is not None and first.done is not None
         assert len(app.panel.candidates) == 2 and second.done.text != first.done.text
         assert "candidate 2 of 2" in str(app.panel.query_one("#draft-title").render())
-        await pilot.press("ctrl+b")
+        await pilot.press("ctrl+pageup")
         assert app.draft is first and app.panel.view.current is first.passes[-1]
-        await pilot.press("ctrl+b")  # no candidate before the first: the key does nothing
+        await pilot.press("ctrl+pageup")  # no candidate before the first: the key does nothing
         assert app.draft is first
-        await pilot.press("ctrl+f")
+        await pilot.press("ctrl+pagedown")
         assert app.draft is second
         await pilot.press("ctrl+y")
         assert app.editor.text == typed + second.done.text
@@ -145,7 +145,7 @@ async def test_the_history_survives_a_restart_and_replays(
         assert await wait_until(pilot, lambda: len(app.history.drafts(document)) == 1)
     again = make_app(config=config, document=document)
     async with again.run_test(size=(80, 24)) as pilot:
-        await pilot.press("ctrl+o")
+        await pilot.press("f4")
         assert await wait_until(pilot, lambda: isinstance(again.screen, HistoryScreen))
         options = again.screen.query_one("#history", OptionList)
         assert options.option_count == 1 and "a thank-you note" in str(options.get_option_at_index(0).prompt)
@@ -167,7 +167,7 @@ async def test_a_corrupt_history_is_set_aside_with_a_warning(make_app: AppFactor
     (state / "drafts.sqlite3").write_bytes(b"this is not a database" * 100)
     app = make_app(config=make_config(None, autocomplete=False))
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("ctrl+o")
+        await pilot.press("f4")
         assert await wait_until(pilot, lambda: isinstance(app.screen, HistoryScreen))
         assert any("could not be read" in n.message for n in app._notifications)
     aside = list(state.glob("drafts.sqlite3.corrupt-*"))

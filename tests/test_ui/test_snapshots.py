@@ -16,6 +16,7 @@ from app.storage.draft_history import PastDraft
 from engines.diffusion.trace import load_trace
 from models.fit import Machine
 from ui.app import SharpenApp
+from ui.screens.files import OpenFileScreen
 from ui.screens.history import HistoryScreen
 
 SIZE = (80, 24)
@@ -117,3 +118,58 @@ def test_past_drafts_screen(snap_compare: SnapCompare, make_app: AppFactory, mon
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=SIZE, run_before=open_history)
+
+
+def test_find_bar(snap_compare: SnapCompare, make_app: AppFactory) -> None:
+    """The find bar open with its replace row: every match highlighted, the second one selected."""
+    app, prepare = editor_app(make_app)
+
+    async def find(pilot: Pilot) -> None:
+        await prepare(pilot)
+        await pilot.press("ctrl+h", *"the", "enter")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=find)
+
+
+MARKDOWN = (
+    "# Notes for Sam\n\n- the **budget** review moved to *Friday*\n- [agenda](https://example.org)\n\n`10am`, room 4\n"
+)
+
+
+def test_markdown_highlighting(snap_compare: SnapCompare, make_app: AppFactory, tmp_path: Path) -> None:
+    """A `.md` document, highlighted by Textual's tree-sitter Markdown grammar."""
+    notes = tmp_path / "notes.md"
+    notes.write_text(MARKDOWN)
+    app = make_app(config=make_config(autocomplete=False), document=notes)
+
+    async def prepare(pilot: Pilot) -> None:
+        app.editor.cursor_blink = False
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=prepare)
+
+
+def test_light_theme(snap_compare: SnapCompare, make_app: AppFactory) -> None:
+    """The main screen in the theme config.toml names."""
+    app = make_app(config=make_config(autocomplete=False, theme="textual-light"))
+
+    async def prepare(pilot: Pilot) -> None:
+        app.editor.cursor_blink = False
+        app.editor.load_text(TEXT)
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=prepare)
+
+
+def test_open_file_dialog(snap_compare: SnapCompare, make_app: AppFactory) -> None:
+    """The open dialog with its recent files, newest first."""
+    app, prepare = editor_app(make_app)
+    recent = [Path("/home/writer/letters/sam.md"), Path("/home/writer/notes.txt")]
+
+    async def open_dialog(pilot: Pilot) -> None:
+        await prepare(pilot)
+        app.push_screen(OpenFileScreen(recent))
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=open_dialog)

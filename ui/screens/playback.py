@@ -1,9 +1,10 @@
-"""Refinement playback: scrub through a draft's passes, play and pause, change speed, save the trace."""
+"""Refinement playback: scrub through a draft's passes, play and pause, change speed, save or export the trace."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
@@ -12,8 +13,10 @@ from textual.timer import Timer
 from textual.widgets import Footer, Label
 
 from app.storage.traces import save_trace
+from app.tools.recording import export_trace
 from engines.diffusion.trace import Trace, TraceError
 from ui.refinement import RefinementView
+from ui.screens.dialogs import PathScreen
 
 SPEEDS = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0)
 
@@ -28,6 +31,7 @@ class PlaybackScreen(Screen[None]):
         Binding("plus,equals_sign", "speed(1)", "Faster"),
         Binding("minus", "speed(-1)", "Slower"),
         Binding("s", "save", "Save trace"),
+        Binding("e", "export", "Export"),
         Binding("escape", "close", "Close"),
     ]
 
@@ -64,6 +68,7 @@ class PlaybackScreen(Screen[None]):
         self.query_one("#playback-position", Label).update(
             f"pass {self.position + 1} of {len(self.trace.passes)} · {current.elapsed_s:.2f} s · "
             f"{playing} at {SPEEDS[self.speed_index]:g} passes/s · ←/→ step · space play · +/- speed · s save"
+            " · e export"
         )
 
     def action_step(self, delta: int) -> None:
@@ -108,15 +113,40 @@ class PlaybackScreen(Screen[None]):
             self.timer = self.set_interval(1 / SPEEDS[self.speed_index], self._tick)
         self._show()
 
+    def _file_name(self) -> str:
+        return self.trace.header.created.replace(":", "").replace("+", "_")
+
     def action_save(self) -> None:
-        name = self.trace.header.created.replace(":", "").replace("+", "_")
-        path = self.save_dir / f"trace-{name}.jsonl"
+        path = self.save_dir / f"trace-{self._file_name()}.jsonl"
         try:
             save_trace(self.trace, path)
         except TraceError as error:
             self.notify(str(error), severity="error")
             return
         self.notify(f"saved {path}")
+
+    def action_export(self) -> None:
+        """Ask where to write the trace shown as a recording: .cast (asciinema), .svg (animated) or .gif."""
+        self._stop()
+        self._show()
+        suggestion = self.save_dir / f"refinement-{self._file_name()}.svg"
+        self.app.push_screen(
+            PathScreen("Export the refinement to (.cast, .svg or .gif):", str(suggestion)), self._export_to
+        )
+
+    def _export_to(self, answer: str | None) -> None:
+        if answer:
+            self.export(Path(answer).expanduser())
+
+    @work(thread=True, group="export", exit_on_error=False)
+    def export(self, path: Path) -> None:
+        """Write the recording in a thread (a GIF of a long draft takes a moment) and say where it went."""
+        try:
+            written = export_trace(self.trace, path)
+        except TraceError as error:
+            self.app.call_from_thread(self.notify, str(error), severity="error", timeout=10)
+            return
+        self.app.call_from_thread(self.notify, f"exported {path} ({written / 1024:.1f} KB)")
 
     def action_close(self) -> None:
         self._stop()
