@@ -34,7 +34,7 @@ from ui.draft_panel import DraftEnded, DraftPanel, DraftRun, DraftStarted
 from ui.editor import SharpenEditor
 from ui.find_bar import FindBar
 from ui.requests import draft_at_cursor, rewrite_of_selection
-from ui.screens.dialogs import DraftAsk, DraftPromptScreen, PathScreen, RecoveryScreen, RewriteScreen
+from ui.screens.dialogs import ConfirmScreen, DraftAsk, DraftPromptScreen, PathScreen, RecoveryScreen, RewriteScreen
 from ui.screens.files import OpenFileScreen, UnsavedChoice, UnsavedScreen
 from ui.screens.help import HelpScreen
 from ui.screens.history import HistoryScreen
@@ -73,7 +73,7 @@ class SharpenApp(App[None]):
             max_chars_right=ui.max_chars_right_of_cursor,
         )
         yield editor
-        yield FindBar(editor, id="find-bar")
+        yield FindBar(editor, self.service.config.keys, id="find-bar")
         yield DraftPanel(self.service, self.show_status, id="draft-panel")
         yield StatusBar(id="status")
         yield Footer()
@@ -164,20 +164,33 @@ class SharpenApp(App[None]):
             return
         self._save_to(self.document)
 
-    def _save_as(self, path: str | None) -> None:
-        if path:
-            self._save_to(Path(path).expanduser())
+    def _save_as(self, path: str | None, then: Callable[[], None] | None = None) -> None:
+        """Save under the name typed (asking first before another file is replaced); then `then`, if it saved."""
+        if not path:
+            return
+        target = Path(path).expanduser()
+
+        def save() -> None:
+            if self._save_to(target) and then is not None:
+                then()
+
+        if target != self.document and target.exists():
+            question = f"{target} exists. Replace it with this document?"
+            self.push_screen(ConfirmScreen(question, "Replace"), lambda yes: save() if yes else None)
+            return
+        save()
 
     def _save_to(self, path: Path) -> bool:
         text = self.editor.text
         renamed = self.document != path
         try:
-            if renamed:
-                self.store.discard_autosave(self.document)
             self.store.save(path, text)
         except DocumentError as error:
+            self._keep_in_autosave(text)
             self.notify(str(error), severity="error", timeout=10)
             return False
+        if renamed:
+            self.store.discard_autosave(self.document)
         self.document = path
         self.saved_text = self.autosaved_text = text
         self.sub_title = str(path)
@@ -186,6 +199,14 @@ class SharpenApp(App[None]):
             self.editor.use_language_of(path)
             self._remember_recent(path)
         return True
+
+    def _keep_in_autosave(self, text: str) -> None:
+        """A save failed: the text goes into the autosave now (the error says it is kept there)."""
+        try:
+            self.store.autosave(self.document, text)
+            self.autosaved_text = text
+        except OSError as error:
+            self.notify(f"autosave failed too: {error}", severity="error", timeout=10)
 
     def action_save_as(self) -> None:
         self._main_screen_only()
@@ -229,12 +250,11 @@ class SharpenApp(App[None]):
         if choice == "keep":
             self._open(path, self.editor.text, keep=True)
         elif choice == "save" and self.document is None:
-            self.push_screen(PathScreen("Save as:"), lambda target: self._save_then_open(target, path))
+            self.push_screen(
+                PathScreen("Save as:"),
+                lambda target: self._save_as(target, then=lambda: self._open(path, self.editor.text, keep=False)),
+            )
         elif choice == "save" and self.document is not None and self._save_to(self.document):
-            self._open(path, self.editor.text, keep=False)
-
-    def _save_then_open(self, target: str | None, path: Path) -> None:
-        if target and self._save_to(Path(target).expanduser()):
             self._open(path, self.editor.text, keep=False)
 
     def _open(self, path: Path, current: str, *, keep: bool) -> None:
@@ -266,6 +286,9 @@ class SharpenApp(App[None]):
         if self.editor.text != replaced:  # typed into while the file was read: that text stays
             self.notify(f"{path.name} not opened: the document changed meanwhile; open it again", timeout=10)
             return
+        if self._busy_drafting(f"{path.name} not opened: a draft is refining for this document (esc cancels it)"):
+            return
+        self.panel.close()  # a finished draft belongs to the document it was asked in
         if self.find_bar.is_open:
             self.find_bar.action_close()
         self.document = path
@@ -393,6 +416,7 @@ class SharpenApp(App[None]):
     # ----- drafts --------------------------------------------------------------------------------
 
     def action_draft(self) -> None:
+        self._main_screen_only()
         if self._busy_drafting("a draft is already refining: esc cancels it"):
             return
         self.push_screen(DraftPromptScreen(self.service.config.diffusion.tokens), self._draft_asked)
@@ -403,6 +427,7 @@ class SharpenApp(App[None]):
         self.start_draft(draft_at_cursor(self.editor, ask.prompt, ask.tokens), f"Draft: {ask.prompt[:70] or 'here'}")
 
     def action_rewrite(self) -> None:
+        self._main_screen_only()
         editor = self.editor
         if editor.selection.is_empty:
             self.notify("select the text to rewrite first")

@@ -270,6 +270,9 @@ class DraftPanel(Vertical):
                     self.post_message(Finished(run, event))
         except SharpenError as error:
             self.post_message(Failed(run, str(error)))
+        except Exception as error:  # a bug, or a file routing could not read: the panel must not stay "refining"
+            self.log.error(f"draft failed: {error!r}")
+            self.post_message(Failed(run, f"the draft failed unexpectedly ({type(error).__name__}: {error})"))
 
     def cancel(self) -> bool:
         """Esc: stop a refining draft, or close a finished one. False if there is no draft."""

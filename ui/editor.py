@@ -63,6 +63,12 @@ class SharpenEditor(TextArea):
 
     # ----- asking ----------------------------------------------------------------------------------
 
+    def load_text(self, text: str) -> None:
+        """A new text (another file, a recovered autosave): the suggestion for the old one goes."""
+        self._completion_cancel.cancel()
+        self.suggestion = ""
+        super().load_text(text)
+
     def update_suggestion(self) -> None:
         """Runs after every edit. Typing into a suggestion keeps its rest; otherwise ask (or use the cache)."""
         self._completion_cancel.cancel()  # whatever was in flight is now stale
@@ -192,4 +198,8 @@ class SharpenEditor(TextArea):
     def use_language_of(self, path: Path | None) -> None:
         """Markdown highlighting for a Markdown file (tree-sitter), plain text for anything else."""
         markdown = path is not None and path.suffix.lower() in MARKDOWN_SUFFIXES
-        self.language = "markdown" if markdown and "markdown" in self.available_languages else None
+        language = "markdown" if markdown and "markdown" in self.available_languages else None
+        if language != self.language:
+            selection = self.selection  # setting the language reloads the document, cursor at the start
+            self.language = language
+            self.selection = selection

@@ -9,11 +9,12 @@ from collections.abc import Sequence
 
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Input, Label
 from textual.widgets.text_area import Location, Selection
 
+from app.storage.config import KeysSection
+from ui.bindings import bindings, key_label
 from ui.editor import SharpenEditor
 
 Match = tuple[Location, Location]
@@ -28,11 +29,12 @@ def find_all(lines: Sequence[str], query: str) -> list[Match]:
 
 
 class FindBar(Vertical):
-    BINDINGS = [Binding("escape", "close", "Close", show=False)]
+    BINDINGS = bindings("find_bar")
 
-    def __init__(self, editor: SharpenEditor, *, id: str | None = None) -> None:
+    def __init__(self, editor: SharpenEditor, keys: KeysSection, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.editor = editor
+        self.keys = keys
         self.matches: list[Match] = []
         self.current: int | None = None  # index into matches of the selected one
         self.note = ""
@@ -40,7 +42,8 @@ class FindBar(Vertical):
     def compose(self) -> ComposeResult:
         with Horizontal(classes="find-row"):
             yield Label("find", classes="find-label")
-            yield Input(placeholder="find (enter: next, f3 / shift+f3)", id="find-query", compact=True)
+            steps = f"{key_label(self.keys, 'find_next')} / {key_label(self.keys, 'find_previous')}"
+            yield Input(placeholder=f"find (enter: next, {steps})", id="find-query", compact=True)
             yield Label("", id="find-count")
         with Horizontal(classes="find-row", id="replace-row"):
             yield Label("replace", classes="find-label")

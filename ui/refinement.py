@@ -6,14 +6,8 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from app.domain.refinement_frames import LOW, MASK_GLYPH, MEDIUM, STYLES, confidence_mark, frame
+from app.domain.refinement_frames import STYLES, frame
 from engines.events import Pass
-
-__all__ = ["LOW", "MASK_GLYPH", "MEDIUM", "RefinementView", "confidence_style", "render_pass"]
-
-
-def confidence_style(confidence: float) -> str:
-    return STYLES[confidence_mark(confidence)]
 
 
 def render_pass(event: Pass, highlight: bool = True) -> Text:

@@ -17,7 +17,7 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 # The arguments that name files, by their dest or metavar (or declared `type=Path`): they keep the bytes that
 # are not UTF-8 (as lone surrogates), so that the file opens; every other text argument has them read as U+FFFD.
-PATH_ARGUMENTS = frozenset({"context", "trace", "out", "quoted_from", "path", "source", "export", "plot"})
+PATH_ARGUMENTS = frozenset({"context", "trace", "out", "quoted_from", "path", "source"})
 PATH_METAVARS = frozenset({"FILE", "PATH", "FOLDER", "DIR"})
 
 

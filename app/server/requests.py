@@ -3,7 +3,6 @@ CLI make for the same intent, and gets a Reply back."""
 
 from __future__ import annotations
 
-import re
 import secrets
 import time
 from collections.abc import Mapping
@@ -15,6 +14,7 @@ from app.domain.reply import Reply
 from app.server.errors import ApiError, bad_request, invalid_unicode
 from app.service import SharpenService
 from app.storage.config import BadValue, check_value, settings_registry
+from app.storage.documents import SURROGATE
 from engines.cancel import CancelToken
 from engines.diffusion.settings import DiffusionSettings
 from engines.options import options
@@ -24,7 +24,6 @@ from router.request import ENGINES, POLICIES, QUALITIES, EngineName
 ROUTED = "sharpen"
 # OpenAI's limit, which clients expect.
 MAX_STOPS = 4
-_SURROGATE = re.compile("[\ud800-\udfff]")
 DRAFT_OPTIONS = frozenset(item.name for item in options(DiffusionSettings))
 ROUTING_OPTIONS = {"engine": ENGINES, "policy": POLICIES, "quality": QUALITIES}
 
@@ -56,12 +55,12 @@ def check_unicode(body: Any) -> None:
     while waiting:  # depth first, in the body's order; a loop, as a body can nest deeper than Python recurses
         where, value = waiting.pop()
         if isinstance(value, str):
-            found = _SURROGATE.search(value)
+            found = SURROGATE.search(value)
             if found is not None:
                 raise invalid_unicode(where or "the body", found.start(), where or None)
         elif isinstance(value, dict):
             for key in value:
-                found = _SURROGATE.search(key)
+                found = SURROGATE.search(key)
                 if found is not None:
                     raise invalid_unicode(f"a key of {where or 'the body'}", found.start(), where or None)
             waiting.extend((f"{where}.{key}" if where else key, item) for key, item in reversed(value.items()))

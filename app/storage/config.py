@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
 import tomllib
 import typing
 from collections.abc import Callable
@@ -343,8 +344,17 @@ def user_catalogue(raw: dict[str, Any], path: Path) -> dict[str, Any]:
     return tables
 
 
+# The editor's theme worker and a model switch may both write config.toml: one read-modify-write at a time.
+_WRITING = threading.Lock()
+
+
 def set_value(path: Path, key: str, text: str) -> Any:
     """Validate `text` for `key` and write it into the config file atomically. Returns the stored value."""
+    with _WRITING:
+        return _set_value(path, key, text)
+
+
+def _set_value(path: Path, key: str, text: str) -> Any:
     registry = settings_registry()
     spec = registry.get(key)
     if spec is None:

@@ -24,7 +24,7 @@ class DocumentError(Exception):
 
 # What every front end says of text whose bytes were not UTF-8 (`{what} held bytes that ...`).
 NOT_UTF8 = "held bytes that are not UTF-8; they were read as U+FFFD"
-_SURROGATE = re.compile("[\ud800-\udfff]")
+SURROGATE = re.compile("[\ud800-\udfff]")
 # Lone surrogates that are not surrogateescape's stand-ins for the bytes 0x80-0xff.
 _NOT_ESCAPED = re.compile("[\ud800-\udc7f\udd00-\udfff]")
 
@@ -33,7 +33,7 @@ def valid_text(text: str) -> tuple[str, bool]:
     """The text with each lone surrogate made U+FFFD, and whether there was one. Those Python puts for bytes
     that are not UTF-8 (surrogateescape: command-line arguments, files read with it) are turned back into
     their bytes first, so a run of bad bytes reads as UTF-8's own decoder with errors="replace" reads it."""
-    if not _SURROGATE.search(text):
+    if not SURROGATE.search(text):
         return text, False
     return _NOT_ESCAPED.sub("\ufffd", text).encode("utf-8", "surrogateescape").decode("utf-8", "replace"), True
 
@@ -62,9 +62,9 @@ class DocumentStore:
     def load(self, path: Path) -> tuple[str, str]:
         """The file's text (a path that does not exist yet is a new, empty document), and a note for the user
         ("" if none): bytes that are not UTF-8 are read as U+FFFD, which saving writes in their place."""
-        if path.is_dir():
-            raise DocumentError(f"{path}: is a folder, not a text file")
         try:
+            if path.is_dir():
+                raise DocumentError(f"{path}: is a folder, not a text file")
             text, replaced = read_text_lenient(path)
         except FileNotFoundError:
             return "", ""

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-# Where a key is bound: the app (any screen's keys reach it) or the editor widget.
-Owner = Literal["app", "editor"]
+# Where a key is bound: the app (any screen's keys reach it), the editor widget or the find bar.
+Owner = Literal["app", "editor", "find_bar"]
 
 
 @dataclass(frozen=True)
@@ -53,11 +53,12 @@ KEYS: tuple[KeyDeclaration, ...] = (
     KeyDeclaration(
         "dismiss",
         "escape",
-        "dismiss the suggestion, or cancel a draft",
+        "dismiss the suggestion, draft or find bar",
         # Not a priority in the app: the editor's "dismiss the suggestion" comes first.
         (
             KeyUse("editor", "dismiss_suggestion", "Dismiss"),
             KeyUse("app", "cancel_draft", "Cancel draft", priority=False),
+            KeyUse("find_bar", "close", "Close", priority=False),
         ),
     ),
     KeyDeclaration(

@@ -20,11 +20,11 @@ from PIL import Image, ImageSequence
 from rich.style import Style
 
 from app.cli import main
-from app.domain.refinement_frames import COLOURS, DIM_FOREGROUND, FOREGROUND, Mark, confidence_mark, frame
+from app.domain.refinement_frames import COLOURS, DIM_FOREGROUND, FOREGROUND, STYLES, Mark, confidence_mark, frame
 from app.tools import recording
 from engines.diffusion.trace import Trace, load_trace
 from engines.events import Pass
-from ui.refinement import confidence_style, render_pass
+from ui.refinement import render_pass
 
 SPEED = 4.0
 SIZE = ["--width", "80", "--height", "40"]
@@ -76,7 +76,8 @@ def test_the_editor_and_the_recordings_share_one_frame_model() -> None:
         Mark.HIGH,
         Mark.HIGH,
     ]
-    assert [confidence_style(c) for c in (0.1, 0.5, 0.9)] == ["bold #ff5f5f", "bold #ffaf00", "bold #5fd75f"]
+    buckets = [STYLES[confidence_mark(c)] for c in (0.1, 0.5, 0.9)]
+    assert buckets == ["bold #ff5f5f", "bold #ffaf00", "bold #5fd75f"]
     # The dim placeholder as the TUI draws it (its snapshot of a draft mid-refinement) is the recordings' colour.
     snapshot = SNAPSHOT.read_text()
     styles = dict(re.findall(r"\.(terminal-r\d+) \{ fill: (#[0-9a-f]{6})", snapshot))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input, Label, OptionList
 from textual.widgets.text_area import Selection
@@ -16,7 +17,7 @@ from app.storage.keys import KEYS
 from ui.bindings import keymap
 from ui.find_bar import FindBar
 from ui.requests import draft_at_cursor
-from ui.screens.dialogs import PathScreen, RecoveryScreen
+from ui.screens.dialogs import ConfirmScreen, PathScreen, RecoveryScreen
 from ui.screens.files import OpenFileScreen, UnsavedScreen
 from ui.status import TextCounts
 
@@ -308,3 +309,75 @@ async def test_every_new_key_is_remappable(make_app: AppFactory, tmp_path: Path)
         assert isinstance(app.screen, PathScreen)
         await pilot.press("escape", remapped["open"])
         assert await wait_until(pilot, lambda: isinstance(app.screen, OpenFileScreen))
+
+
+async def save_as(pilot: Pilot, target: Path) -> None:
+    await pilot.press("f12")
+    screen = pilot.app.screen
+    assert isinstance(screen, PathScreen)
+    screen.query_one("#path", Input).value = str(target)
+    await pilot.press("enter")
+    await pilot.pause()
+
+
+async def test_save_as_keeps_the_cursor_where_it_was(make_app: AppFactory, tmp_path: Path) -> None:
+    app = make_app(config=make_config(autocomplete=False), document=tmp_path / "letter.txt")
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.editor.load_text(TEXT)
+        app.editor.selection = Selection((1, 2), (1, 5))
+        await save_as(pilot, tmp_path / "letter.md")  # Markdown now: the editor's language changes
+        assert app.editor.language == "markdown" and app.editor.selection == Selection((1, 2), (1, 5))
+
+
+async def test_saving_over_another_file_asks_first(make_app: AppFactory, tmp_path: Path) -> None:
+    other = tmp_path / "other.txt"
+    other.write_text("keep me\n")
+    app = make_app(config=make_config(autocomplete=False), document=tmp_path / "letter.txt")
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.editor.load_text(TEXT)
+        await save_as(pilot, other)
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("escape")
+        assert other.read_text() == "keep me\n" and app.document == tmp_path / "letter.txt"
+        await save_as(pilot, other)
+        await pilot.click("#yes")
+        await pilot.pause()
+        assert other.read_text() == TEXT and app.document == other
+
+
+async def test_a_failed_save_keeps_the_text_in_the_autosave(make_app: AppFactory, tmp_path: Path) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    app = make_app(config=make_config(autocomplete=False))
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.editor.load_text(TEXT)
+        app.autosave()  # the autosave is up to date: the failed save must not drop it
+        await save_as(pilot, blocked / "letter.txt")  # a folder that is a file: the save fails
+        assert app.document is None
+        recovery = app.store.recovery(None)
+        assert recovery is not None and recovery.text == TEXT
+
+
+async def test_a_new_text_drops_the_old_texts_suggestion(make_app: AppFactory) -> None:
+    app = make_app(config=make_config(autocomplete=False))
+    async with app.run_test(size=(80, 24)):
+        app.editor.load_text("Dear Sam, thanks")
+        app.editor.suggestion = " for the notes"
+        app.editor.load_text("Another file")
+        assert app.editor.suggestion == "" and app.editor.text == "Another file"
+
+
+async def test_an_unexpected_error_fails_the_draft_instead_of_leaving_it_refining(
+    make_app: AppFactory, tiny_cacheable_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = make_app(config=make_config(draft_model=tiny_cacheable_path, autocomplete=False))
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied", "model.gguf")
+
+    monkeypatch.setattr(app.service, "draft", broken)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.editor.load_text(TEXT)
+        app.start_draft(draft_at_cursor(app.editor, "more", 48), "Draft")
+        assert await wait_until(pilot, lambda: app.draft is not None and app.draft.state == "failed")
+        assert not app.panel.refining

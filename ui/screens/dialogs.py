@@ -142,3 +142,27 @@ class RecoveryScreen(ModalScreen[bool]):
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id == "recover")
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """A yes-or-no question; Esc is no."""
+
+    BINDINGS = [Binding("escape", "no", "Cancel")]
+
+    def __init__(self, question: str, yes: str) -> None:
+        super().__init__()
+        self.question = question
+        self.yes = yes
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(self.question, markup=False)
+            with Horizontal(classes="buttons"):
+                yield Button(self.yes, id="yes", variant="warning")
+                yield Button("Cancel", id="no")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_no(self) -> None:
+        self.dismiss(False)

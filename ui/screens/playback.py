@@ -146,6 +146,10 @@ class PlaybackScreen(Screen[None]):
         except TraceError as error:
             self.app.call_from_thread(self.notify, str(error), severity="error", timeout=10)
             return
+        except Exception as error:  # a bug: said, not swallowed by the worker
+            message = f"the export failed unexpectedly ({type(error).__name__}: {error})"
+            self.app.call_from_thread(self.notify, message, severity="error", timeout=10)
+            return
         self.app.call_from_thread(self.notify, f"exported {path} ({written / 1024:.1f} KB)")
 
     def action_close(self) -> None:
