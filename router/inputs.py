@@ -39,6 +39,8 @@ class ModelLookup(Protocol):
 
     def resolve(self, name: str) -> ResolvedModel: ...
 
+    def entry(self, name: str) -> CatalogueEntry: ...
+
     def remote(self, name: str) -> RemoteSource | None: ...
 
     def gguf_info(self, path: Path) -> GGUFInfo: ...
@@ -205,24 +207,24 @@ class RouteInputs:
         ar, draft = (self._entry(present[engine]) for engine in ("ar", "diffusion"))
         if draft is None or max(draft.drafts_position, draft.drafts_on_topic, draft.drafts_repeats) < 0:
             return None
-        setup, measured = self._setup(), _measured
-        behind = (measured(draft, "drafts_position") or 0.0) - (measured(ar, "drafts_position") or 0.0)
+        setup = self._setup()
+        behind = (_measured(draft, "drafts_position") or 0.0) - (_measured(ar, "drafts_position") or 0.0)
         return QualityGap(
             present["diffusion"],
             behind,
             setup.quality_margin,
-            on_topic=measured(draft, "drafts_on_topic"),
-            ar_on_topic=measured(ar, "drafts_on_topic"),
+            on_topic=_measured(draft, "drafts_on_topic"),
+            ar_on_topic=_measured(ar, "drafts_on_topic"),
             on_topic_margin=setup.on_topic_margin,
-            repeats=measured(draft, "drafts_repeats"),
-            ar_repeats=measured(ar, "drafts_repeats"),
+            repeats=_measured(draft, "drafts_repeats"),
+            ar_repeats=_measured(ar, "drafts_repeats"),
             repeats_margin=setup.repeats_margin,
         )
 
     def _entry(self, name: str) -> CatalogueEntry | None:
         try:
-            return self.models.resolve(name).entry
-        except ModelError:
+            return self.models.entry(name)
+        except ModelError:  # a model named by its path
             return None
 
 

@@ -93,15 +93,9 @@ def _choose(
         return "diffusion", f"quality: diffusion {why}", "quality"
     if policy == "measured":  # the figures are of drafts: a rewrite (infill) goes by the estimates alone
         return _measured(estimates, quality_gap if request.kind == "draft" else None, request.kind)
-    if request.kind == "draft" and quality_gap is not None and quality_gap.behind > quality_gap.margin:
-        return (
-            "ar",
-            (
-                f"{quality_gap.draft_model}'s drafts sit {quality_gap.behind:.2f} behind AR's on instructions it never "
-                f"saw (0: AR's own, 1: shuffled words), more than router.quality_margin ({quality_gap.margin:.2f}): AR"
-            ),
-            "design_quality_gap",
-        )
+    behind = quality_gap.position_failure() if request.kind == "draft" and quality_gap is not None else None
+    if behind is not None:
+        return "ar", f"{behind}: AR", "design_quality_gap"
     budget = request.latency_budget_s
     if budget is not None and diffusion > budget and ar < diffusion:
         return (

@@ -66,14 +66,22 @@ class QualityGap:
     ar_repeats: float | None = None
     repeats_margin: float = 0.05
 
+    def position_failure(self) -> str | None:
+        """In words, how far the draft model's drafts sit behind AR's in position, where that is more than its
+        margin (the design policy's gate, and the first of the measured policy's)."""
+        if self.behind <= self.margin:
+            return None
+        return (
+            f"{self.draft_model}'s drafts sit {self.behind:.2f} behind AR's on instructions it never saw "
+            f"(0: AR's own, 1: shuffled words), more than router.quality_margin ({self.margin:.2f})"
+        )
+
     def failure(self) -> str | None:
         """The first measured figure on which the draft model falls further behind AR's than its margin, in
         words; None where every measured one is within (the measured policy's gate)."""
-        if self.behind > self.margin:
-            return (
-                f"{self.draft_model}'s drafts sit {self.behind:.2f} behind AR's on instructions it never saw "
-                f"(0: AR's own, 1: shuffled words), more than router.quality_margin ({self.margin:.2f})"
-            )
+        position = self.position_failure()
+        if position is not None:
+            return position
         on_topic, ar_on_topic, repeats, ar_repeats = self.on_topic, self.ar_on_topic, self.repeats, self.ar_repeats
         if on_topic is not None and ar_on_topic is not None and on_topic < ar_on_topic - self.on_topic_margin:
             return (

@@ -13,7 +13,7 @@ from engines.cancel import CancelToken
 from router.calibration import QUICK, CalibrationCancelled, CalibrationSizes, Progress, calibrate
 from router.cost import pass_seconds
 from router.inputs import RouteInputs
-from router.profile import CostProfile, load_profile, save_profile
+from router.profile import CostProfile, DiffusionCosts, load_profile, save_profile
 
 # The longest estimated pass (over 256 positions) a background calibration runs by itself for: seconds.
 QUICK_PASS_LIMIT_S = 1.0
@@ -64,15 +64,21 @@ class Calibrations:
 
     def needed(self) -> bool:
         """Whether the draft model's costs are only estimated (a quick calibration would measure them)."""
-        return "diffusion" in self.routing.present_engines() and not self.routing.cost_profile()[0].diffusion.measured
+        return self._unmeasured_draft_costs() is not None
+
+    def _unmeasured_draft_costs(self) -> DiffusionCosts | None:
+        """The draft model's estimated costs, where it is present and not measured yet."""
+        diffusion = self.routing.cost_profile()[0].diffusion
+        present = "diffusion" in self.routing.present_engines()
+        return diffusion if present and not diffusion.measured else None
 
     def in_background(self, cancel: CancelToken, *, enabled: bool) -> str | None:
         """After a diffusion draft: the first time a draft model is used, measure it (when a pass is estimated
         cheap enough to keep it short), so later routes use this machine's own costs. Returns what to tell
         the user, or None when nothing was measured. Runs in a worker."""
-        if not enabled or self._background_failed or not self.needed():
+        diffusion = None if not enabled or self._background_failed else self._unmeasured_draft_costs()
+        if diffusion is None:
             return None
-        diffusion = self.routing.cost_profile()[0].diffusion
         if pass_seconds(QUICK_PASS_POSITIONS, diffusion) > QUICK_PASS_LIMIT_S:
             return None  # an 8B model on a CPU: `sharpen calibrate` measures it when the user chooses
         try:

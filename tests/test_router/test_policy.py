@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import astuple, replace
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from app.service import SharpenService
+from app.storage.config import Config, RouterSection
+from app.storage.paths import SharpenPaths
 from router.cost import DiffusionPlan, diffusion_faster, estimate_ar, estimate_diffusion, passes_for
 from router.policy import NoEngineAvailable, decide, diffusion_plan
 from router.profile import ArCosts, CostProfile, DiffusionCosts, ModelSize, default_profile, estimate_profile
@@ -299,3 +303,12 @@ def test_measured_sends_a_draft_to_the_faster_engine_among_those_whose_drafts_pa
 
 def test_measured_is_the_default() -> None:
     assert decide(Request("draft", 256), CPU, BOTH, BASE).policy == "measured"
+    assert RouterSection().policy == "measured", "what a fresh install routes by"
+
+
+def test_the_embedded_gap_is_what_the_catalogue_measured(tmp_path: Path) -> None:
+    """EMBEDDED above is the gap routing computes from models/catalogue.toml for the shipped pair."""
+    service = SharpenService(Config(), SharpenPaths.under(tmp_path))
+    gap = service.routing.quality_gap({"ar": "smollm2-135m-instruct", "diffusion": "sharpen-draft"})
+    assert gap is not None
+    assert astuple(gap) == pytest.approx(astuple(EMBEDDED))
