@@ -194,6 +194,7 @@ class _AgreementProbe:
         self.mask_token_id, self.eos_token_ids = cached.mask_token_id, cached.eos_token_ids
         self.vocab_size, self.context_length = cached.vocab_size, cached.context_length
         self.cache_mode, self.foreground = cached.cache_mode, cached.foreground
+        self.block_causal = cached.block_causal
         self.piece, self.decode = cached.piece, cached.decode
 
     def reset(self, cache: bool = True, block_length: int = 0, suffix: bool = False) -> CacheMode:

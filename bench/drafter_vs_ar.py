@@ -12,6 +12,10 @@ selection's names and numbers the rewrite keeps.
 One llama.cpp job at a time: run it on an idle machine.
 
     .venv/bin/python bench/drafter_vs_ar.py [--prompts 20] [--lengths 128,256] [--rewrites 6]
+        [--set models.draft=CANDIDATE.gguf --set diffusion.threshold=0.9 ...]
+
+`--set` changes a setting of the fresh install (as `sharpen config set` would): to measure a candidate
+drafter, or other decoding settings, against the same AR model.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from machine import describe_machine
 
 from app.domain.draft_request import DraftRequest
 from app.service import SharpenService
-from app.storage.config import load_config
+from app.storage.config import load_config, set_value
 from app.storage.paths import SharpenPaths
 from engines.events import DiffusionStats, GenerationStats
 from engines.llama_ar import LlamaAREngine
@@ -95,10 +99,15 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=20)
     parser.add_argument("--lengths", default="128,256")
     parser.add_argument("--rewrites", type=int, default=6, help="paragraphs to rewrite (each three ways)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a setting changed")
     args = parser.parse_args()
     print(f"machine: {describe_machine()}")
     home = Path(tempfile.mkdtemp(prefix="sharpen-bench-"))
     paths = SharpenPaths.under(home)
+    for change in args.set:
+        key, _, value = change.partition("=")
+        set_value(paths.config_file, key, value)
+        print(f"set {key} = {value}")
     service = SharpenService(load_config(paths.config_file), paths)  # a fresh install's defaults
     print(f"models: AR {service.config.models.complete}, diffusion {service.config.models.draft}; defaults")
     scorer = llama_cpp.Llama(
@@ -139,6 +148,8 @@ def main() -> None:
                 f"{position:.2f} | {sum(tally.passes) / max(1, sum(tally.tokens)):.2f} |"
             )
 
+    if not args.rewrites:
+        return
     paragraphs = [p.strip() for p in PARAGRAPHS.read_text(encoding="utf-8").split("===") if p.strip()]
     rewrites = {engine: Tally() for engine in ENGINES}
     for paragraph in paragraphs[: args.rewrites]:

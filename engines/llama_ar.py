@@ -128,12 +128,17 @@ class LlamaAREngine:
         return self._llama.detokenize(list(tokens), special=special).decode("utf-8", errors="replace")
 
     def greedy_batch(
-        self, prompts: Sequence[Sequence[int]], max_tokens: int, *, parallel: int = 8
+        self, prompts: Sequence[Sequence[int]], max_tokens: int, *, parallel: int = 8, no_repeat_ngram: int = 0
     ) -> Iterator[BatchedReply]:
         """Greedy replies to many prompts, `parallel` at a time in a context of their own, as each finishes."""
         with self._lock:
             yield from greedy_replies(
-                self._llama, prompts, max_tokens, parallel=parallel, n_threads=self.settings.n_threads
+                self._llama,
+                prompts,
+                max_tokens,
+                parallel=parallel,
+                n_threads=self.settings.n_threads,
+                no_repeat_ngram=no_repeat_ngram,
             )
 
     def completion_prompt(

@@ -17,6 +17,7 @@ from llama_cpp import _internals
 
 from engines.errors import EngineError, InvalidRequestError
 from engines.events import FinishReason
+from engines.repeats import NoRepeatNgram
 from engines.threads import available_cores
 
 
@@ -32,6 +33,7 @@ class _Slot:
     index: int
     position: int
     tokens: list[int] = field(default_factory=list)
+    repeats: NoRepeatNgram | None = None
 
 
 def greedy_replies(
@@ -41,8 +43,10 @@ def greedy_replies(
     *,
     parallel: int = 8,
     n_threads: int = 0,
+    no_repeat_ngram: int = 0,
 ) -> Iterator[BatchedReply]:
-    """Yield the greedy (argmax) reply to each prompt as it finishes, `parallel` sequences at a time."""
+    """Yield the greedy (argmax) reply to each prompt as it finishes, `parallel` sequences at a time;
+    `no_repeat_ngram` n > 1: no reply generates a run of n tokens twice (engines/repeats.py)."""
     if max_tokens < 1 or parallel < 1:
         raise InvalidRequestError("max_tokens and parallel must be at least 1")
     if not prompts:
@@ -61,7 +65,7 @@ def greedy_replies(
     params.n_threads = params.n_threads_batch = n_threads or available_cores()
     context = _internals.LlamaContext(model=llama._model, params=params, verbose=False)
     try:
-        yield from _run(llama, context, prompts, max_tokens, parallel, int(params.n_batch))
+        yield from _run(llama, context, prompts, max_tokens, parallel, int(params.n_batch), no_repeat_ngram)
     finally:
         context.close()
 
@@ -73,6 +77,7 @@ def _run(
     max_tokens: int,
     parallel: int,
     n_batch: int,
+    no_repeat_ngram: int,
 ) -> Iterator[BatchedReply]:
     vocab = llama._model.vocab
     n_vocab = llama.n_vocab()
@@ -91,9 +96,11 @@ def _run(
         if (code := llama_cpp.llama_decode(context.ctx, raw)) != 0:
             raise EngineError(f"llama.cpp failed to decode a batch of {len(entries)} tokens (code {code})")
 
-    def next_token(row: int) -> int:
+    def next_token(row: int, slot: _Slot) -> int:
         pointer = llama_cpp.llama_get_logits_ith(context.ctx, row)
         logits = np.ctypeslib.as_array(ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float)), shape=(n_vocab,))
+        if slot.repeats is not None:
+            logits = slot.repeats(np.asarray(slot.tokens, dtype=np.intc), logits.copy())
         return int(np.argmax(logits))
 
     def advance(sequence: int, token: int) -> BatchedReply | None:
@@ -113,18 +120,19 @@ def _run(
             if sequence in slots or not waiting:
                 continue
             index, prompt = waiting.popleft()
-            slots[sequence] = _Slot(index, len(prompt))
+            repeats = NoRepeatNgram(no_repeat_ngram, 0) if no_repeat_ngram > 1 else None
+            slots[sequence] = _Slot(index, len(prompt), repeats=repeats)
             for start in range(0, len(prompt), n_batch):
                 chunk = prompt[start : start + n_batch]
                 last = start + len(chunk) == len(prompt)
                 decode([(t, start + i, sequence, last and i == len(chunk) - 1) for i, t in enumerate(chunk)])
             # The prompt's last token was the last row of the last chunk decoded.
-            if (reply := advance(sequence, next_token(len(chunk) - 1))) is not None:
+            if (reply := advance(sequence, next_token(len(chunk) - 1, slots[sequence]))) is not None:
                 yield reply
         active = sorted(slots)
         if not active:
             continue
         decode([(slots[s].tokens[-1], slots[s].position + len(slots[s].tokens) - 1, s, True) for s in active])
         for row, sequence in enumerate(active):
-            if (reply := advance(sequence, next_token(row))) is not None:
+            if (reply := advance(sequence, next_token(row, slots[sequence]))) is not None:
                 yield reply

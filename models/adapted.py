@@ -14,18 +14,29 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from models.errors import ModelFileError
 from models.gguf_header import read_gguf_header
-from models.gguf_info import GGUFInfo, info_from_header, inspect_gguf
+from models.gguf_info import (
+    BLOCK_CAUSAL_KEY,
+    DECODING_SAMPLER_KEY,
+    DECODING_THRESHOLD_KEY,
+    GGUFInfo,
+    info_from_header,
+    inspect_gguf,
+)
 from models.gguf_twin import locked
 from models.hub import sha256_of
-from models.layouts import ggml_rope_rows, gguf_name
+from models.layouts import ggml_rope_rows, gguf_name, hf_rope_rows
+
+if TYPE_CHECKING:
+    from gguf import GGUFWriter
 
 # SmolLM2's "<empty_output>": a special token the instruct model never writes, so it can stand for "masked".
 MASK_TOKEN_ID = 16
@@ -36,6 +47,16 @@ MASK_KEY = "sharpen.mask_token_id"
 SHIFT_KEY = "diffusion.shift_logits"
 # One adapted matrix: A (rank, in) and B (out, rank), so the update is B·A.
 LoraPair = tuple[np.ndarray, np.ndarray]
+
+
+@dataclass(frozen=True)
+class BlockDecoding:
+    """How an adapter trained block-causally is decoded: its aligned block length, and the sampler and
+    confidence threshold it drafts with by default (empty and 0: the engine's own defaults)."""
+
+    block_length: int
+    sampler: str = ""
+    threshold: float = 0.0
 
 
 class AdapterBaseMismatch(ModelFileError):
@@ -51,6 +72,7 @@ class AdapterInfo:
     base_size: int
     mask_token_id: int
     shift_logits: bool
+    block_decoding: BlockDecoding | None  # trained block-causally: how; None: bidirectional
     alpha: float
     rank: int
     # The adapter file's own tensors and bytes, which the adapted model counts on top of its base's.
@@ -88,6 +110,13 @@ def adapter_info(path: Path) -> AdapterInfo:
         base_size=int(meta[BASE_SIZE]),
         mask_token_id=int(meta[MASK_KEY]),
         shift_logits=bool(meta.get(SHIFT_KEY, True)),
+        block_decoding=BlockDecoding(
+            int(meta[BLOCK_CAUSAL_KEY]),
+            str(meta.get(DECODING_SAMPLER_KEY) or ""),
+            round(float(meta.get(DECODING_THRESHOLD_KEY) or 0.0), 6),
+        )
+        if meta.get(BLOCK_CAUSAL_KEY)
+        else None,
         alpha=float(meta.get("adapter.lora.alpha", 0.0)),
         rank=min(ranks) if ranks else 0,
         parameters=info_from_header(header).n_parameters,
@@ -103,7 +132,16 @@ def base_as_diffusion(base: Path, adapter: AdapterInfo) -> GGUFInfo:
             base,
             f"is a {info.architecture!r} model; the adapter {adapter.path.name} is for {adapter.architecture!r}",
         )
-    return replace(info, causal_attention=False, mask_token_id=adapter.mask_token_id, shift_logits=adapter.shift_logits)
+    decoding = adapter.block_decoding or BlockDecoding(0)
+    return replace(
+        info,
+        causal_attention=False,
+        mask_token_id=adapter.mask_token_id,
+        shift_logits=adapter.shift_logits,
+        block_causal_length=decoding.block_length,
+        decoding_sampler=decoding.sampler,
+        decoding_threshold=decoding.threshold,
+    )
 
 
 def verify_base(base: Path, adapter: AdapterInfo, record_folder: Path | None = None) -> None:
@@ -143,9 +181,11 @@ def write_adapter(
     *,
     alpha: float,
     name: str,
+    decoding: BlockDecoding | None = None,
 ) -> Path:
     """A llama.cpp LoRA GGUF from `lora`: Sharpen weight name -> (A (rank, in), B (out, rank)), in
-    Hugging Face's rotary layout (q and k rows of B are permuted into ggml's, as the base's are)."""
+    Hugging Face's rotary layout (q and k rows of B are permuted into ggml's, as the base's are).
+    `decoding`: the adapter was trained block-causally, and is decoded so."""
     from gguf import GGUFWriter
 
     header = read_gguf_header(base)
@@ -164,6 +204,8 @@ def write_adapter(
     writer.add_uint64(BASE_SIZE, base.stat().st_size)
     writer.add_uint32(MASK_KEY, MASK_TOKEN_ID)
     writer.add_bool(SHIFT_KEY, True)
+    if decoding is not None:
+        _add_block_decoding(writer, decoding)
     for ours, (a, b) in sorted(lora.items()):
         if ours.endswith("attention.q.weight"):
             b = ggml_rope_rows(b, heads)
@@ -296,6 +338,8 @@ def write_merged_file(model: AdaptedModel, out: Path, quantization_name: str = M
     writer.add_bool(f"{adapter.architecture}.attention.causal", False)
     writer.add_uint32("tokenizer.ggml.mask_token_id", adapter.mask_token_id)
     writer.add_bool(SHIFT_KEY, adapter.shift_logits)
+    if adapter.block_decoding is not None:
+        _add_block_decoding(writer, adapter.block_decoding)
     quantization = GGMLQuantizationType[quantization_name]
     for tensor in base_reader.tensors:
         a, b = lora.get(f"{tensor.name}.lora_a"), lora.get(f"{tensor.name}.lora_b")
@@ -309,3 +353,35 @@ def write_merged_file(model: AdaptedModel, out: Path, quantization_name: str = M
     writer.write_tensors_to_file()
     writer.close()
     return out
+
+
+def read_lora(path: Path, base: Path, names: Iterable[str]) -> dict[str, LoraPair]:
+    """The LoRA pairs of the adapter at `path` for the Sharpen weight `names`, in Hugging Face's rotary
+    layout (write_adapter's inverse; `base` gives the head counts), to train on from them."""
+    from gguf import GGUFReader
+    from gguf.quants import dequantize
+
+    header = read_gguf_header(base)
+    info = info_from_header(header)
+    heads = int(header.metadata[f"{info.architecture}.attention.head_count"])
+    kv_heads = int(header.metadata.get(f"{info.architecture}.attention.head_count_kv", heads))
+    tensors = {
+        t.name: np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float32) for t in GGUFReader(path).tensors
+    }
+    pairs: dict[str, LoraPair] = {}
+    for ours in names:
+        a, b = tensors[f"{gguf_name(ours)}.lora_a"], tensors[f"{gguf_name(ours)}.lora_b"]
+        if ours.endswith("attention.q.weight"):
+            b = hf_rope_rows(b, heads)
+        elif ours.endswith("attention.k.weight"):
+            b = hf_rope_rows(b, kv_heads)
+        pairs[ours] = (a, b)
+    return pairs
+
+
+def _add_block_decoding(writer: GGUFWriter, decoding: BlockDecoding) -> None:
+    writer.add_uint32(BLOCK_CAUSAL_KEY, decoding.block_length)
+    if decoding.sampler:
+        writer.add_string(DECODING_SAMPLER_KEY, decoding.sampler)
+    if decoding.threshold:
+        writer.add_float32(DECODING_THRESHOLD_KEY, decoding.threshold)

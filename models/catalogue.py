@@ -64,6 +64,9 @@ class CatalogueEntry:
     # measured.
     drafts_on_topic: float = -1.0
     drafts_repeats: float = -1.0
+    # Rewrites of paragraphs holding names and numbers ("more formal", "shorter", "as a list"): the mean share
+    # of the selection's names and numbers the rewrite keeps (bench/drafter_vs_ar.py). -1: not measured.
+    rewrites_kept: float = -1.0
     builtin: bool = True
 
     @property
@@ -142,7 +145,12 @@ def entry_from_table(name: str, table: Any, where: str, *, builtin: bool) -> Cat
         problems.append(
             "drafts_position must be -1 (not measured) or from 0 (AR's own drafts) to 2 (1 is shuffled words)"
         )
-    for name, share in (("drafts_on_topic", entry.drafts_on_topic), ("drafts_repeats", entry.drafts_repeats)):
+    shares = (
+        ("drafts_on_topic", entry.drafts_on_topic),
+        ("drafts_repeats", entry.drafts_repeats),
+        ("rewrites_kept", entry.rewrites_kept),
+    )
+    for name, share in shares:
         if share != -1.0 and not 0.0 <= share <= 1.0:
             problems.append(f"{name} must be -1 (not measured) or a share from 0 to 1")
     if entry.decoding_block_length < 0:

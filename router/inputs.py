@@ -205,7 +205,10 @@ class RouteInputs:
         if "ar" not in present or "diffusion" not in present:
             return None
         ar, draft = (self._entry(present[engine]) for engine in ("ar", "diffusion"))
-        if draft is None or max(draft.drafts_position, draft.drafts_on_topic, draft.drafts_repeats) < 0:
+        figures = (
+            (draft.drafts_position, draft.drafts_on_topic, draft.drafts_repeats, draft.rewrites_kept) if draft else ()
+        )
+        if draft is None or max(figures) < 0:
             return None
         setup = self._setup()
         behind = (_measured(draft, "drafts_position") or 0.0) - (_measured(ar, "drafts_position") or 0.0)
@@ -219,6 +222,8 @@ class RouteInputs:
             repeats=_measured(draft, "drafts_repeats"),
             ar_repeats=_measured(ar, "drafts_repeats"),
             repeats_margin=setup.repeats_margin,
+            rewrites_kept=_measured(draft, "rewrites_kept"),
+            ar_rewrites_kept=_measured(ar, "rewrites_kept"),
         )
 
     def _entry(self, name: str) -> CatalogueEntry | None:

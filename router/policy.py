@@ -91,8 +91,10 @@ def _choose(
             "refines the whole draft with both sides in view" if request.kind == "infill" else "refines the whole draft"
         )
         return "diffusion", f"quality: diffusion {why}", "quality"
-    if policy == "measured":  # the figures are of drafts: a rewrite (infill) goes by the estimates alone
-        return _measured(estimates, quality_gap if request.kind == "draft" else None, request.kind)
+    if policy == "measured":
+        if request.kind == "infill":
+            return _measured_rewrite(estimates, quality_gap)
+        return _measured(estimates, quality_gap)
     behind = quality_gap.position_failure() if request.kind == "draft" and quality_gap is not None else None
     if behind is not None:
         return "ar", f"{behind}: AR", "design_quality_gap"
@@ -110,17 +112,31 @@ def _choose(
     )
 
 
-def _measured(estimates: dict[EngineName, Estimate], quality_gap: QualityGap | None, kind: str) -> Choice:
+def _measured(estimates: dict[EngineName, Estimate], quality_gap: QualityGap | None) -> Choice:
     """The engine estimated faster among those whose measured drafts pass the gate (AR's always do)."""
     failure = quality_gap.failure() if quality_gap is not None else None
     if failure is not None:
         return "ar", f"{failure}: AR", "quality_gate"
+    return _faster(
+        estimates, "its measured drafts pass the quality gate" if quality_gap else "its drafts are not measured"
+    )
+
+
+def _measured_rewrite(estimates: dict[EngineName, Estimate], quality_gap: QualityGap | None) -> Choice:
+    """A rewrite goes to diffusion only if its measured rewrites keep the selection's names and numbers at
+    least as often as AR's; then (or where they were not measured) to the engine estimated faster."""
+    failure = quality_gap.rewrite_failure() if quality_gap is not None else None
+    if failure is not None:
+        return "ar", f"{failure}: AR", "rewrite_gate"
+    measured = quality_gap is not None and quality_gap.rewrites_kept is not None
+    return _faster(
+        estimates, "its rewrites keep names and numbers as AR's do" if measured else "its rewrites are not measured"
+    )
+
+
+def _faster(estimates: dict[EngineName, Estimate], gate: str) -> Choice:
     ar, diffusion = estimates["ar"].seconds, estimates["diffusion"].seconds
     winner: EngineName = "diffusion" if diffusion < ar else "ar"
-    if quality_gap is not None:
-        gate = "its measured drafts pass the quality gate"
-    else:
-        gate = "its drafts are not measured" if kind == "draft" else "its rewrites are not measured"
     return (
         winner,
         (

@@ -20,6 +20,7 @@ Rule = Literal[
     "chat",
     "quality",
     "quality_gate",
+    "rewrite_gate",
     "estimated_faster",
     "design_quality_gap",
     "design_budget",
@@ -65,6 +66,21 @@ class QualityGap:
     repeats: float | None = None
     ar_repeats: float | None = None
     repeats_margin: float = 0.05
+    # The share of a selection's names and numbers its rewrites keep (the catalogue's rewrites_kept).
+    rewrites_kept: float | None = None
+    ar_rewrites_kept: float | None = None
+
+    def rewrite_failure(self) -> str | None:
+        """In words, how the draft model's rewrites keep fewer of the selection's names and numbers than AR's,
+        where both were measured and it does; None otherwise (rewrites must keep the facts at least as
+        often as AR's)."""
+        kept, ar_kept = self.rewrites_kept, self.ar_rewrites_kept
+        if kept is None or ar_kept is None or kept >= ar_kept:
+            return None
+        return (
+            f"{self.draft_model}'s rewrites keep {kept:.0%} of the selection's names and numbers against AR's "
+            f"{ar_kept:.0%}"
+        )
 
     def position_failure(self) -> str | None:
         """In words, how far the draft model's drafts sit behind AR's in position, where that is more than its

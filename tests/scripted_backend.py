@@ -37,6 +37,7 @@ class ScriptedBackend:
     vocab_size: int = VOCAB
     context_length: int = 4096
     cache_mode: CacheMode = "none"
+    block_causal: bool = False
     foreground: Foreground = field(default_factory=Foreground)
     calls: list[Call] = field(default_factory=list)
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from app.cli.common import EXIT_ERROR, Command, checked_flag, fail, service
 from app.storage.config import at_least, between, load_config, render_config, set_value
 from app.storage.paths import sharpen_paths
+from app.tools.instruction_sets import INSTRUCTION_SETS
 from engines.diffusion.trace import load_trace
 
 
@@ -78,14 +79,23 @@ def training_data_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--set",
         dest="instruction_set",
-        choices=("templated", "open"),
+        choices=INSTRUCTION_SETS,
         default="templated",
-        help="templated everyday messages, or open kinds of writing (held-out kinds and topics left out)",
+        help="templated everyday messages; open kinds of writing (held-out kinds and topics left out); drafts "
+        "into a document (as Ctrl+D asks); rewrites of a selection with an instruction",
     )
     parser.add_argument(
         "--quoted-from",
-        default="models/training/data/drafts.jsonl",
-        help="drafts the open set's reply and rewrite instructions quote",
+        nargs="+",
+        default=["models/training/data/drafts.jsonl"],
+        help="drafts the open set quotes, and the document and rewrite sets cut into documents and selections",
+    )
+    parser.add_argument(
+        "--no-repeat-ngram",
+        type=checked_flag(int, between(0, 16)),
+        default=None,
+        metavar="N",
+        help="no draft generates a run of N tokens twice (default: chat.no_repeat_ngram, as AR drafts use)",
     )
     parser.add_argument("--max-tokens", type=checked_flag(int, at_least(1)), default=160)
     parser.add_argument(
@@ -109,7 +119,8 @@ def training_data(args: argparse.Namespace) -> int:
     engine = service().engines.ar()
     if not isinstance(engine, LlamaAREngine):
         return fail("training data is written by a local AR model: models.complete names a remote one")
-    prompts = instruction_set(args.instruction_set, args.count, args.seed, Path(args.quoted_from))
+    prompts = instruction_set(args.instruction_set, args.count, args.seed, [Path(p) for p in args.quoted_from])
+    configured = service().config.chat.no_repeat_ngram
     written = make_pairs(
         engine,
         Path(args.out),
@@ -117,6 +128,7 @@ def training_data(args: argparse.Namespace) -> int:
         max_tokens=args.max_tokens,
         temperature=args.temperature,
         parallel=args.parallel,
+        no_repeat_ngram=configured if args.no_repeat_ngram is None else args.no_repeat_ngram,
         progress=report,
     )
     print(f"\nwrote {written} new drafts to {args.out}", file=sys.stderr)

@@ -8,7 +8,7 @@ and starts the engine's stream, and returns what the model was given of the docu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
 from app.domain.context import ContextUse, document_instruction, fit_context
@@ -19,6 +19,7 @@ from engines.cancel import CancelToken
 from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.settings import DiffusionSettings
 from engines.diffusion.settled import stopping_at
+from engines.events import Done, Pass
 from engines.messages import Instruction
 
 
@@ -118,15 +119,31 @@ class DiffusionDrafter:
     ) -> Opened:
         engine = self.engine()
         own = CancelToken(parent=cancel)  # also stops the passes once a stop string has settled
-        asked = request.conversation() if request.asked else ""
-        prompt = len(engine.instruction_prompt(asked, chat=request.chat)) if asked else 1
-        context = _fitted(request, engine.context_length - tokens - prompt, engine)
-        before, after = (context.before, context.after) if context is not None else ("", "")
-        events = (
-            engine.draft(asked, tokens, settings, chat=request.chat, cancel=own, before=before, after=after)
-            if asked
-            else engine.infill(before, after, tokens, settings, cancel=own)
-        )
+        if request.asked and request.kind == "draft" and engine.block_causal and (request.before or request.after):
+            events, context = self._document_in_request(engine, request, tokens, settings, own)
+        else:
+            asked = request.conversation() if request.asked else ""
+            prompt = len(engine.instruction_prompt(asked, chat=request.chat)) if asked else 1
+            context = _fitted(request, engine.context_length - tokens - prompt, engine)
+            before, after = (context.before, context.after) if context is not None else ("", "")
+            events = (
+                engine.draft(asked, tokens, settings, chat=request.chat, cancel=own, before=before, after=after)
+                if asked
+                else engine.infill(before, after, tokens, settings, cancel=own)
+            )
         if request.stop:
             events = stopping_at(events, request.stop, engine.decode, own)
         return Opened(events, engine, context)
+
+    @staticmethod
+    def _document_in_request(
+        engine: DiffusionEngine, request: DraftRequest, tokens: int, settings: DiffusionSettings, cancel: CancelToken
+    ) -> tuple[Iterator[Pass | Done], ContextUse | None]:
+        """A block-causal model never reads past the block it refines: the document goes into the request, as
+        the AR drafter lays it out (and as the drafter was trained to read it)."""
+        framing = engine.instruction_prompt(
+            request.conversation(document_instruction(request.asked, ".", ".")), chat=request.chat
+        )
+        context = _fitted(request, engine.context_length - tokens - len(framing), engine)
+        asked = document_instruction(request.asked, context.before, context.after) if context else request.asked
+        return engine.draft(request.conversation(asked), tokens, settings, chat=request.chat, cancel=cancel), context

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from app.tools.document_prompts import document_instructions, paragraphs_of, rewrite_instructions
 from engines.ar_engine import Sampling
 from engines.events import Done, GenerationStats
 from engines.llama_ar import LlamaAREngine
@@ -33,30 +34,36 @@ class TeacherPrompt(Protocol):
 
 
 Draft = tuple[TeacherPrompt, str, int, str]  # instruction, draft, tokens, finish reason
-INSTRUCTION_SETS = ("templated", "open")
 QUOTED_CHARS = 700  # the longest email or paragraph an open instruction quotes
+DOCUMENT_CHARS = 1500  # the longest draft a document instruction is cut from
 
 
-def instruction_set(name: str, count: int, seed: int, quoted_from: Path) -> list[TeacherPrompt]:
-    """The first `count` instructions of a set: "templated" (prompts.py) or "open" (open_prompts.py, which
-    quotes the teacher's cleaned templated drafts in `quoted_from` for its reply and rewrite kinds)."""
+def instruction_set(name: str, count: int, seed: int, quoted_from: Sequence[Path]) -> list[TeacherPrompt]:
+    """The first `count` instructions of a set: "templated" (prompts.py); "open" (open_prompts.py, which
+    quotes the teacher's cleaned drafts in `quoted_from` for its reply and rewrite kinds); "document" and
+    "rewrite" (document_prompts.py: drafts into those drafts cut as documents, rewrites of their paragraphs)."""
     if name == "templated":
         return list(instructions(count, seed))
+    if name == "document":
+        return list(document_instructions(count, quoted_texts(quoted_from, DOCUMENT_CHARS), seed=seed))
+    if name == "rewrite":
+        return list(rewrite_instructions(count, paragraphs_of(quoted_texts(quoted_from, DOCUMENT_CHARS)), seed=seed))
     return list(open_instructions(count, quoted=quoted_texts(quoted_from), seed=seed))
 
 
-def quoted_texts(path: Path) -> list[str]:
-    """Finished drafts short enough to quote in an instruction, cleaned as training cleans them."""
+def quoted_texts(paths: Sequence[Path], longest: int = QUOTED_CHARS) -> list[str]:
+    """Finished drafts of at most `longest` characters, cleaned as training cleans them."""
     texts: list[str] = []
-    if not path.exists():
-        return texts
-    for line in path.read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
-        if record.get("finish_reason") != "eos":
+    for path in paths:
+        if not path.exists():
             continue
-        text = clean_draft(record["draft"], True)
-        if 0 < len(text) <= QUOTED_CHARS:
-            texts.append(text)
+        for line in path.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            if record.get("finish_reason") != "eos":
+                continue
+            text = clean_draft(record["draft"], True)
+            if 0 < len(text) <= longest:
+                texts.append(text)
     return texts
 
 
@@ -87,17 +94,19 @@ def make_pairs(
     max_tokens: int = 160,
     temperature: float = 0.0,
     parallel: int = 16,
+    no_repeat_ngram: int = 0,
     progress: Callable[[int, int, int], None] = lambda _done, _total, _tokens: None,
 ) -> int:
     """Answer the instructions in `prompts` that `out` lacks; returns how many were written.
 
-    Temperature 0 writes greedy drafts, `parallel` at a time; otherwise one sampled draft at a time."""
+    Temperature 0 writes greedy drafts, `parallel` at a time; otherwise one sampled draft at a time.
+    `no_repeat_ngram` n > 1: no draft generates a run of n tokens twice (the AR drafts' loop control)."""
     todo = [i for i in prompts if i.id not in answered_ids(out)]
     out.parent.mkdir(parents=True, exist_ok=True)
     if temperature == 0:
-        drafts = _greedy(engine, todo, max_tokens, parallel)
+        drafts = _greedy(engine, todo, max_tokens, parallel, no_repeat_ngram)
     else:
-        drafts = _sampled(engine, todo, max_tokens, temperature)
+        drafts = _sampled(engine, todo, max_tokens, Sampling(temperature=temperature, no_repeat_ngram=no_repeat_ngram))
     written = tokens = 0
     with out.open("a", encoding="utf-8") as handle:
         for instruction, draft, draft_tokens, finish_reason in drafts:
@@ -108,6 +117,7 @@ def make_pairs(
                 "finish_reason": finish_reason,
                 "model": engine.model_name,
                 "temperature": temperature,
+                "no_repeat_ngram": no_repeat_ngram,
             }
             handle.write(json.dumps(record) + "\n")
             handle.flush()
@@ -117,18 +127,18 @@ def make_pairs(
     return written
 
 
-def _sampled(engine: LlamaAREngine, todo: list[TeacherPrompt], max_tokens: int, temperature: float) -> Iterator[Draft]:
+def _sampled(engine: LlamaAREngine, todo: list[TeacherPrompt], max_tokens: int, sampling: Sampling) -> Iterator[Draft]:
     for instruction in todo:
         done = next(
-            e
-            for e in engine.chat(instruction.text, max_tokens=max_tokens, sampling=Sampling(temperature=temperature))
-            if isinstance(e, Done)
+            e for e in engine.chat(instruction.text, max_tokens=max_tokens, sampling=sampling) if isinstance(e, Done)
         )
         assert isinstance(done.stats, GenerationStats)
         yield instruction, done.text, done.stats.generated_tokens, done.stats.finish_reason
 
 
-def _greedy(engine: LlamaAREngine, todo: list[TeacherPrompt], max_tokens: int, parallel: int) -> Iterator[Draft]:
+def _greedy(
+    engine: LlamaAREngine, todo: list[TeacherPrompt], max_tokens: int, parallel: int, no_repeat_ngram: int
+) -> Iterator[Draft]:
     prompts = [engine.chat_prompt(instruction.text, max_tokens) for instruction in todo]
-    for reply in engine.greedy_batch(prompts, max_tokens, parallel=parallel):
+    for reply in engine.greedy_batch(prompts, max_tokens, parallel=parallel, no_repeat_ngram=no_repeat_ngram):
         yield todo[reply.index], engine.detokenize(reply.tokens), len(reply.tokens), reply.finish_reason

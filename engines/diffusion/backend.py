@@ -33,6 +33,9 @@ class DiffusionBackend(Protocol):
     # The cache its passes use between a window's first pass (which decodes everything) and the window's
     # end: the router's cost model charges a pass for what it decodes.
     cache_mode: CacheMode
+    # Trained block-causally (SDAR, Fast-dLLM v2, Sharpen's block drafter): it never reads text after the
+    # block it refines, so a document's text after the cursor has to be given in the prompt.
+    block_causal: bool
     # Completions the session runs in the foreground: passes give way to them, and use a thread fewer
     # while the user is typing.
     foreground: Foreground

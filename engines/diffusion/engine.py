@@ -58,6 +58,12 @@ class DiffusionEngine:
         return self.backend.context_length
 
     @property
+    def block_causal(self) -> bool:
+        """Whether the model never reads text after the block it refines (a document's text after the
+        cursor then belongs in the request, as for an AR model)."""
+        return self.backend.block_causal
+
+    @property
     def backend_name(self) -> str:
         return self.backend.backend
 

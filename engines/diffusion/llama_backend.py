@@ -105,6 +105,7 @@ class LlamaDiffusionBackend:
         self.context_length = min(self._llama.n_ctx(), self.settings.n_ctx)
         self.mask_token_id = self._mask_token_id()
         self.shift = 1 if self.gguf.shift_logits else 0
+        self.block_causal = self.gguf.block_causal_length > 0
         self.eos_token_ids = frozenset(
             t for t in range(self.vocab_size) if llama_cpp.llama_vocab_is_eog(self._vocab, t)
         )

@@ -20,7 +20,7 @@ import math
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -28,15 +28,17 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from models.adapted import MASK_TOKEN_ID, write_adapter
+from models.adapted import MASK_TOKEN_ID, BlockDecoding, read_lora, write_adapter
 from models.hf_checkpoint import TransformerSpec
 from models.layouts import gguf_name, hf_rope_rows
+from models.training.block_loss import block_causal_loss
 from models.training.data import Pair, is_held_out, load_pairs
 from models.training.model import cosine_rate, count_to_str, draw_masks
 from models.training.plot import plot_log
 from models.transformer import DiffusionTransformer
 
 ADAPTER_NAME = "sharpen-draft-lora.gguf"
+CHECKPOINT_NAME = "checkpoint.pt"
 # The matrices the LoRA adapts, by Sharpen's parameter names (models/layouts.py has their GGUF names).
 ADAPTED = ("attention.q", "attention.k", "attention.v", "attention.o", "gate", "up", "down")
 
@@ -58,6 +60,14 @@ class AdaptPlan:
     max_padding: int = 32
     max_answer: int = 200
     block_share: float = 0.25
+    # Block-causal training (block_loss.py) with these aligned block lengths, one drawn per step; the first
+    # is the one the adapter names for decoding. Empty: bidirectional, as the shipped adapter was trained.
+    block_lengths: tuple[int, ...] = ()
+    # Block-causal only: certainty forcing, this much of the entropy of positions already right (block_loss.py).
+    entropy_weight: float = 0.0
+    bf16: bool = False  # bfloat16 autocast: faster where the CPU has AMX, slower where it has not
+    resume: bool = False  # go on from the checkpoint in `out` (its LoRA, optimizer, schedule and log)
+    init_from: Path | None = None  # start from this adapter's LoRA (of the same base and rank), not from zero
     seed: int = 0
 
 
@@ -216,12 +226,20 @@ def shifted_loss(
 
 @torch.no_grad()
 def evaluate(
-    model: DiffusionTransformer, held: list[tuple[torch.Tensor, torch.Tensor]], seed: int
+    model: DiffusionTransformer, held: list[tuple[torch.Tensor, torch.Tensor]], seed: int, block_length: int = 0
 ) -> tuple[float, float]:
-    """Held-out loss and masked-token accuracy, with a fixed mask draw so evaluations compare."""
+    """Held-out loss and masked-token accuracy, with a fixed mask draw so evaluations compare; block-causal
+    in blocks of `block_length` where it is set."""
     model.eval()
     generator = torch.Generator().manual_seed(seed + 1)
     losses, right, total = [], 0, 0
+    if block_length:
+        for tokens, answer in held:
+            result = block_causal_loss(model, tokens, answer, generator, block_length)
+            losses.append(result.loss.item())
+            right, total = right + result.correct, total + result.counted
+        model.train()
+        return sum(losses) / len(losses), right / max(1, total)
     for tokens, answer in held:
         losses.append(shifted_loss(model, tokens, answer, generator).item())
         draw = draw_masks(answer, torch.Generator().manual_seed(seed + 2))
@@ -247,56 +265,109 @@ def run(plan: AdaptPlan, log: Callable[[str], object] = print) -> Path:
     model = base_model(plan.base)
     wrapped = add_lora(model, plan.rank, plan.alpha)
     trainable = [p for p in model.parameters() if p.requires_grad]
+    eval_block = plan.block_lengths[0] if plan.block_lengths else 0
+    attention = f"block-causal, blocks of {'/'.join(map(str, plan.block_lengths))}" if eval_block else "bidirectional"
     log(
         f"{len(train)} training pairs, {len(held_examples)} held out; LoRA rank {plan.rank} on {len(wrapped)} "
-        f"matrices: {count_to_str(sum(p.numel() for p in trainable))} trainable parameters"
+        f"matrices: {count_to_str(sum(p.numel() for p in trainable))} trainable parameters; {attention}"
     )
     optimizer = torch.optim.AdamW(trainable, lr=plan.peak_lr, betas=(0.9, 0.99), weight_decay=0.0)
     generator = torch.Generator().manual_seed(plan.seed)
     plan.out.mkdir(parents=True, exist_ok=True)
-    loss0, accuracy0 = evaluate(model, held, plan.seed)
-    log(f"before training: held-out {loss0:.3f}, accuracy {accuracy0:.1%}")
-    rows = [log_row(0, 0, float("nan"), loss0, accuracy0, 0.0)]
-    started = time.perf_counter()
-    budget_s, planned = plan.minutes * 60, plan.max_steps or 100_000
-    step = tokens_seen = 0
-    train_loss = float("nan")
+    progress = Progress()
+    if plan.init_from is not None and not plan.resume:
+        with torch.no_grad():
+            for name, (a, b) in read_lora(plan.init_from, plan.base, wrapped).items():
+                wrapped[name].a.copy_(torch.from_numpy(a))
+                wrapped[name].b.copy_(torch.from_numpy(b))
+        log(f"starting from the LoRA of {plan.init_from}")
+    if plan.resume:
+        progress = resume(plan, wrapped, optimizer, generator)
+        if progress.step and progress.minutes:  # the schedule stretched to this run's budget
+            progress.planned = max(progress.step + 1, int(plan.minutes * progress.step / progress.minutes))
+        log(f"resumed at step {progress.step} ({progress.minutes:.1f} min trained)")
+    else:
+        loss0, accuracy0 = evaluate(model, held, plan.seed, eval_block)
+        log(f"before training: held-out {loss0:.3f}, accuracy {accuracy0:.1%}")
+        progress.rows.append(log_row(0, 0, float("nan"), loss0, accuracy0, 0.0))
+    started = time.perf_counter() - progress.minutes * 60
+    budget_s = plan.minutes * 60
+    if plan.max_steps is not None:
+        progress.planned = plan.max_steps
     queue: list[list[Example]] = []
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=plan.bf16)
     while True:
         elapsed = time.perf_counter() - started
-        if (plan.max_steps is not None and step >= plan.max_steps) or elapsed > budget_s:
+        if (plan.max_steps is not None and progress.step >= plan.max_steps) or elapsed > budget_s:
             break
-        if step == 10 and plan.max_steps is None:
-            planned = max(20, int(budget_s / (elapsed / step)))
+        if progress.step == 10 and not progress.planned:
+            progress.planned = max(20, int(budget_s / (elapsed / progress.step)))
         for group in optimizer.param_groups:
-            group["lr"] = cosine_rate(step, planned, plan.peak_lr, plan.warmup)
+            group["lr"] = cosine_rate(progress.step, progress.planned or 100_000, plan.peak_lr, plan.warmup)
         if not queue:
             queue = batches(train, plan.batch, rng)
         tokens, answer = collate(queue.pop(), rng.randint(0, plan.max_padding), eos)
-        loss = shifted_loss(model, tokens, answer, generator, block_share=plan.block_share)
+        with autocast:
+            if plan.block_lengths:
+                block_length = rng.choice(plan.block_lengths)
+                loss = block_causal_loss(model, tokens, answer, generator, block_length, plan.entropy_weight).loss
+            else:
+                loss = shifted_loss(model, tokens, answer, generator, block_share=plan.block_share)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(trainable, 1.0)
         optimizer.step()
-        step += 1
-        tokens_seen += tokens.numel()
-        train_loss = loss.item() if train_loss != train_loss else 0.95 * train_loss + 0.05 * loss.item()
-        if step % plan.eval_every == 0:
-            heldout, accuracy = evaluate(model, held, plan.seed)
-            minutes = (time.perf_counter() - started) / 60
-            rows.append(log_row(step, tokens_seen, train_loss, heldout, accuracy, minutes))
-            log(
-                f"step {step:5d}  {minutes:5.1f} min  tokens {count_to_str(tokens_seen):>6}  train {train_loss:.3f}  "
-                f"held-out {heldout:.3f}  accuracy {accuracy:.1%}"
+        progress.step += 1
+        progress.tokens_seen += tokens.numel()
+        train_loss = progress.train_loss
+        progress.train_loss = loss.item() if train_loss != train_loss else 0.95 * train_loss + 0.05 * loss.item()
+        if progress.step % plan.eval_every == 0:
+            with autocast:
+                heldout, accuracy = evaluate(model, held, plan.seed, eval_block)
+            progress.minutes = (time.perf_counter() - started) / 60
+            progress.rows.append(
+                log_row(progress.step, progress.tokens_seen, progress.train_loss, heldout, accuracy, progress.minutes)
             )
-            save(plan, wrapped, rows)
-    heldout, accuracy = evaluate(model, held, plan.seed)
-    minutes = (time.perf_counter() - started) / 60
-    if rows[-1]["step"] == step:  # the last step was just evaluated: keep one row for it
-        rows.pop()
-    rows.append(log_row(step, tokens_seen, train_loss, heldout, accuracy, minutes))
-    log(f"done: {step} steps, held-out {heldout:.3f}, accuracy {accuracy:.1%}")
-    return save(plan, wrapped, rows)
+            log(
+                f"step {progress.step:5d}  {progress.minutes:5.1f} min  tokens {count_to_str(progress.tokens_seen):>6}"
+                f"  train {progress.train_loss:.3f}  held-out {heldout:.3f}  accuracy {accuracy:.1%}"
+            )
+            save(plan, wrapped, progress, optimizer, generator)
+    with autocast:
+        heldout, accuracy = evaluate(model, held, plan.seed, eval_block)
+    progress.minutes = (time.perf_counter() - started) / 60
+    if progress.rows[-1]["step"] == progress.step:  # the last step was just evaluated: keep one row for it
+        progress.rows.pop()
+    progress.rows.append(
+        log_row(progress.step, progress.tokens_seen, progress.train_loss, heldout, accuracy, progress.minutes)
+    )
+    log(f"done: {progress.step} steps, held-out {heldout:.3f}, accuracy {accuracy:.1%}")
+    return save(plan, wrapped, progress, optimizer, generator)
+
+
+@dataclass
+class Progress:
+    """Where a run stands; saved with the LoRA so that a stopped run goes on where it was."""
+
+    step: int = 0
+    planned: int = 0  # the steps the cosine schedule spans (fitted to the budget after 10 steps)
+    tokens_seen: int = 0
+    train_loss: float = float("nan")
+    minutes: float = 0.0
+    rows: list[dict[str, float]] = field(default_factory=list)
+
+
+def resume(
+    plan: AdaptPlan, wrapped: dict[str, LoRALinear], optimizer: torch.optim.Optimizer, generator: torch.Generator
+) -> Progress:
+    checkpoint = torch.load(plan.out / CHECKPOINT_NAME, weights_only=False)
+    with torch.no_grad():
+        for name, (a, b) in checkpoint["lora"].items():
+            wrapped[name].a.copy_(a)
+            wrapped[name].b.copy_(b)
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    generator.set_state(checkpoint["generator"])
+    return Progress(**checkpoint["progress"])
 
 
 def log_row(
@@ -312,16 +383,34 @@ def log_row(
     }
 
 
-def save(plan: AdaptPlan, wrapped: dict[str, LoRALinear], rows: list[dict[str, float]]) -> Path:
-    """The adapter GGUF, its log and curve, and a torch checkpoint of the LoRA weights (to resume)."""
+def save(
+    plan: AdaptPlan,
+    wrapped: dict[str, LoRALinear],
+    progress: Progress,
+    optimizer: torch.optim.Optimizer,
+    generator: torch.Generator,
+) -> Path:
+    """The adapter GGUF, its log and curve, and a checkpoint to resume from (LoRA, optimizer, progress)."""
     lora = {name: (w.a.detach().numpy().copy(), w.b.detach().numpy().copy()) for name, w in wrapped.items()}
-    torch.save({name: tuple(map(torch.from_numpy, pair)) for name, pair in lora.items()}, plan.out / "lora.pt")
+    checkpoint = {
+        "lora": {name: tuple(map(torch.from_numpy, pair)) for name, pair in lora.items()},
+        "optimizer": optimizer.state_dict(),
+        "generator": generator.get_state(),
+        "progress": asdict(progress),
+    }
+    partial = plan.out / f"{CHECKPOINT_NAME}.partial"
+    torch.save(checkpoint, partial)
+    partial.replace(plan.out / CHECKPOINT_NAME)
     with (plan.out / "training_log.csv").open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer = csv.DictWriter(handle, fieldnames=list(progress.rows[0]))
         writer.writeheader()
-        writer.writerows(rows)
-    plot_log(plan.out / "training_log.csv", plan.out / "training_curve.svg", "SmolLM2-135M adapted to diffusion (LoRA)")
-    return write_adapter(plan.out / ADAPTER_NAME, plan.base, lora, alpha=plan.alpha, name="sharpen-draft-lora")
+        writer.writerows(progress.rows)
+    title = "SmolLM2-135M adapted to " + ("block diffusion" if plan.block_lengths else "diffusion") + " (LoRA)"
+    plot_log(plan.out / "training_log.csv", plan.out / "training_curve.svg", title)
+    decoding = BlockDecoding(plan.block_lengths[0]) if plan.block_lengths else None
+    return write_adapter(
+        plan.out / ADAPTER_NAME, plan.base, lora, alpha=plan.alpha, name="sharpen-draft-lora", decoding=decoding
+    )
 
 
 def main() -> None:
@@ -340,6 +429,23 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=None, help="stop after this many steps (tests)")
     parser.add_argument("--rank", type=int, default=AdaptPlan.rank)
     parser.add_argument("--peak-lr", type=float, default=AdaptPlan.peak_lr)
+    parser.add_argument(
+        "--block-lengths",
+        type=lambda text: tuple(int(n) for n in text.split(",")),
+        default=(),
+        help="train block-causally with these block lengths, e.g. 8 or 4,8,16 (the first is the default)",
+    )
+    parser.add_argument(
+        "--entropy-weight",
+        type=float,
+        default=AdaptPlan.entropy_weight,
+        help="certainty forcing: this much of the entropy of masked positions already predicted right",
+    )
+    parser.add_argument("--bf16", action="store_true", help="bfloat16 autocast (where the CPU has AMX)")
+    parser.add_argument("--resume", action="store_true", help="go on from the checkpoint in --out")
+    parser.add_argument("--init-from", type=Path, default=None, help="start from this adapter's LoRA (same rank)")
+    parser.add_argument("--batch", type=int, default=AdaptPlan.batch)
+    parser.add_argument("--eval-every", type=int, default=AdaptPlan.eval_every)
     args = parser.parse_args()
     base = args.base or embedded_file(builtin_catalogue()["smollm2-135m-instruct"].source)
     plan = AdaptPlan(
@@ -351,6 +457,13 @@ def main() -> None:
         rank=args.rank,
         alpha=float(args.rank),
         peak_lr=args.peak_lr,
+        block_lengths=args.block_lengths,
+        entropy_weight=args.entropy_weight,
+        bf16=args.bf16,
+        resume=args.resume,
+        init_from=args.init_from,
+        batch=args.batch,
+        eval_every=args.eval_every,
     )
     print(run(plan))
 

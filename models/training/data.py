@@ -13,6 +13,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tokenizers import Tokenizer
 
@@ -65,12 +66,51 @@ def clean_draft(draft: str, finished: bool) -> str:
     return draft.strip() if finished else to_last_sentence(draft).strip()
 
 
+# A rewrite that talks about itself rather than being the passage ("The revised version is more polite").
+_COMMENTARY = re.compile(r"\b(original|revised|rewritten) (passage|version|text)\b|\bhere is\b", re.IGNORECASE)
+_NUMBER = re.compile(r"\d[\d,.:/]*\d|\d")
+
+
+def faithful_rewrite(selection: str, rewrite: str) -> bool:
+    """A teacher's rewrite worth learning from: it keeps every number of the selection, and is the passage
+    itself, not a comment on it."""
+    return set(_NUMBER.findall(selection)) <= set(_NUMBER.findall(rewrite)) and not _COMMENTARY.search(rewrite)
+
+
+# The headings of a draft-into-a-document request (app/domain/context.py's document_instruction), which a
+# teacher that echoes its prompt writes back.
+_LAYOUT_HEADINGS = ("The document, up to where your text goes", "The document after your text")
+_COPIED_WORDS = 6  # a sentence of at least this many words taken from the document is a copy
+
+
+def new_text(before: str, after: str, draft: str) -> bool:
+    """A teacher's draft into a document worth learning from: text of its own, neither the request's
+    headings nor a sentence of the document copied back."""
+    if any(heading in draft for heading in _LAYOUT_HEADINGS):
+        return False
+    document = " ".join(f"{before} {after}".split())
+    sentences = (" ".join(m.group().split()) for m in _SENTENCE.finditer(draft))
+    return not any(len(s.split()) >= _COPIED_WORDS and s in document for s in sentences)
+
+
+def worth_learning(record: dict[str, Any], draft: str) -> bool:
+    """Whether a cleaned draft is kept: rewrites must keep the selection's numbers and be the passage,
+    drafts into a document must be new text; other kinds are kept as they are."""
+    slots = record.get("slots", {})
+    if record.get("kind") == "rewrite-selection":
+        return faithful_rewrite(slots.get("selection", ""), draft)
+    if record.get("kind") == "document":
+        return new_text(slots.get("before", ""), slots.get("after", ""), draft)
+    return True
+
+
 def load_pairs(path: Path) -> list[Pair]:
+    """The cleaned pairs of a file the teacher wrote, less those not worth learning (worth_learning)."""
     pairs = []
     for line in path.read_text(encoding="utf-8").splitlines():
         record = json.loads(line)
         draft = clean_draft(record.get("draft", ""), record.get("finish_reason") != "length")
-        if draft:
+        if draft and worth_learning(record, draft):
             pairs.append(Pair(int(record["id"]), record["text"], draft))
     return pairs
 

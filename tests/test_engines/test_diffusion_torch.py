@@ -129,6 +129,7 @@ class AgreementProbe:
         self.vocab_size, self.context_length = cached.vocab_size, cached.context_length
         self.backend, self.model_path = cached.backend, cached.model_path
         self.cache_mode, self.foreground = cached.cache_mode, cached.foreground
+        self.block_causal = cached.block_causal
         self.instruction_tokens, self.tokenize = cached.instruction_tokens, cached.tokenize
         self.piece, self.decode = cached.piece, cached.decode
 

@@ -16,6 +16,8 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="training the adapter needs the torch extra")
 
+from lora_support import PAIRS, random_lora  # noqa: E402
+
 from app.cli import main  # noqa: E402
 from app.service import SharpenService  # noqa: E402
 from app.storage.config import load_config  # noqa: E402
@@ -37,28 +39,8 @@ from models.adapted import (  # noqa: E402
 )
 from models.errors import ModelFileError  # noqa: E402
 from models.hub import sha256_of  # noqa: E402
-from models.training.adapt import AdaptPlan, LoRALinear, add_lora, base_model, encode_pairs, run  # noqa: E402
+from models.training.adapt import AdaptPlan, LoRALinear, base_model, encode_pairs, run  # noqa: E402
 from models.training.data import Pair  # noqa: E402
-from models.transformer import DiffusionTransformer  # noqa: E402
-
-PAIRS = [
-    ("Write a short note to a friend about the picnic.", "Hi Sam, the picnic is on Saturday at noon. Bring a hat!"),
-    ("Write a two-line poem about rain.", "Rain on the window,\nsoft as a song."),
-    ("Describe a lighthouse in one sentence.", "A white tower stands on the rocks and turns its light all night."),
-] * 4
-
-
-def random_lora(model: DiffusionTransformer, rank: int, seed: int = 0) -> dict[str, adapted.LoraPair]:
-    """Non-zero A and B on every adapted matrix, rounded to float16 (what the adapter file stores)."""
-    generator = torch.Generator().manual_seed(seed)
-    wrapped = add_lora(model, rank, float(rank))
-    lora = {}
-    with torch.no_grad():
-        for name, layer in wrapped.items():
-            layer.a.copy_((torch.randn(layer.a.shape, generator=generator) * 0.3).half().float())
-            layer.b.copy_((torch.randn(layer.b.shape, generator=generator) * 0.3).half().float())
-            lora[name] = (layer.a.numpy().copy(), layer.b.numpy().copy())
-    return lora
 
 
 def test_llama_cpp_with_the_adapter_computes_what_torch_computes(tiny_llama_path: Path, tmp_path: Path) -> None:

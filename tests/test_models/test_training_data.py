@@ -5,9 +5,26 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from app.domain.context import document_instruction, rewrite_instruction
+from app.tools.document_prompts import (
+    DOCUMENT_FIRST_ID,
+    REWRITE_FIRST_ID,
+    cut_points,
+    document_instructions,
+    paragraphs_of,
+    rewrite_instructions,
+)
 from app.tools.training_data import answered_ids, instruction_set, make_pairs, quoted_texts
 from engines.llama_ar import LlamaAREngine
-from models.training.data import clean_draft, load_pairs, to_last_sentence, without_loops
+from engines.repeats import NoRepeatNgram
+from models.training.data import (
+    clean_draft,
+    faithful_rewrite,
+    load_pairs,
+    new_text,
+    to_last_sentence,
+    without_loops,
+)
 from models.training.open_prompts import HELD_OUT_KINDS, TRAIN_KINDS, held_out_value, open_instructions
 from models.training.prompts import instructions
 
@@ -51,9 +68,9 @@ def test_the_open_set_quotes_finished_drafts_only(tmp_path: Path) -> None:
         {"id": 3, "text": "Write a note.", "draft": "x" * 2000, "finish_reason": "eos"},
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    assert quoted_texts(path) == ["A finished note."]
-    assert [i.text for i in instruction_set("templated", 3, 0, path)] == [i.text for i in instructions(3)]
-    assert len(instruction_set("open", 30, 0, path)) == 30
+    assert quoted_texts([path]) == ["A finished note."]
+    assert [i.text for i in instruction_set("templated", 3, 0, [path])] == [i.text for i in instructions(3)]
+    assert len(instruction_set("open", 30, 0, [path])) == 30
 
 
 def test_generation_writes_pairs_and_resumes(ar_engine: LlamaAREngine, tmp_path: Path) -> None:
@@ -110,3 +127,91 @@ def test_pairs_are_loaded_cleaned_and_empty_drafts_dropped(tmp_path: Path) -> No
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     assert [(p.id, p.draft) for p in load_pairs(path)] == [(1, "One."), (2, "Done")]
+
+
+DOCUMENTS = [
+    f"Dear {name},\n\nThe plan for day {n} is set, and the whole team agreed to it. We meet at the hall at nine. "
+    "Bring the forms.\n\nThanks for your help with the move. It went well.\n\nBest,\nAlex"
+    for n in range(30)
+    for name in ("Sam", "Kim", "Lee")
+]
+
+
+def test_drafts_into_documents_are_laid_out_as_ctrl_d_sends_them() -> None:
+    made = document_instructions(60, DOCUMENTS, seed=0)
+    assert len(made) == 60 and len({i.text for i in made}) == 60
+    assert [i.id for i in made] == list(range(DOCUMENT_FIRST_ID, DOCUMENT_FIRST_ID + 60))
+    for instruction in made:
+        slots = dict(instruction.slots)
+        assert instruction.text == document_instruction(slots["ask"], slots["before"], slots["after"])
+        sources = [d for d in DOCUMENTS if d.startswith(slots["before"]) and d.endswith(slots["after"])]
+        assert any(slots["before"] in [d[:cut].rstrip() for cut in cut_points(d)] for d in sources)
+        assert any(not held_out_value(d) for d in sources)
+    # A document held out whose text is its own (day 0 to 29, three names) never opens an instruction.
+    unique_held_out = [d for d in DOCUMENTS if held_out_value(d)]
+    assert unique_held_out
+    assert not {d.split(".")[0] for d in unique_held_out} & {dict(i.slots)["before"].split(".")[0] for i in made}
+    assert any(dict(i.slots)["after"] for i in made) and any(not dict(i.slots)["after"] for i in made)
+    # The asks name training subjects only.
+    named = {value for i in made for name, value in i.slots if name not in ("ask", "before", "after")}
+    assert named and not any(held_out_value(value) for value in named)
+    assert [i.text for i in document_instructions(10, DOCUMENTS, seed=0)] == [i.text for i in made[:10]]
+
+
+def test_cut_points_fall_after_sentences_and_paragraphs() -> None:
+    text = "One two. Three four!\n\nFive six? Seven"
+    assert [text[:cut].rstrip() for cut in cut_points(text)] == [
+        "One two.",
+        "One two. Three four!",
+        "One two. Three four!\n\nFive six?",
+    ]
+
+
+def test_rewrites_quote_training_paragraphs_and_notes_with_names_and_numbers() -> None:
+    paragraphs = paragraphs_of(DOCUMENTS)
+    assert paragraphs and all(len(p) >= 80 and cut_points(p) for p in paragraphs)
+    made = rewrite_instructions(40, paragraphs, seed=0)
+    assert len(made) == 40 and made[0].id == REWRITE_FIRST_ID
+    for instruction in made:
+        slots = dict(instruction.slots)
+        assert instruction.text == rewrite_instruction(slots["ask"], slots["selection"])
+        if slots["selection"] in paragraphs:
+            assert not held_out_value(slots["selection"])
+    notes = [dict(i.slots)["selection"] for i in made if dict(i.slots)["selection"] not in paragraphs]
+    assert notes and all(any(c.isdigit() for c in note) for note in notes)
+
+
+def test_a_rewrite_is_learned_only_if_it_keeps_the_numbers_and_is_the_passage() -> None:
+    selection = "the repair is 260 pounds plus 3 hours of work. Jonas thinks a new one for $900 is better."
+    assert faithful_rewrite(selection, "The repair costs 260 pounds and 3 hours; Jonas prefers a new one at $900.")
+    assert not faithful_rewrite(selection, "The repair costs 260 pounds; Jonas prefers a new one.")
+    assert not faithful_rewrite(selection, "Here is the revised version: 260 pounds, 3 hours, $900.")
+
+
+def test_the_teacher_drafts_without_repeating_itself(ar_engine: LlamaAREngine, tmp_path: Path) -> None:
+    """With the AR drafts' loop control, no greedy draft the teacher writes repeats a run of three tokens."""
+    out = tmp_path / "drafts.jsonl"
+    made = make_pairs(ar_engine, out, instructions(3), max_tokens=96, parallel=2, no_repeat_ngram=3)
+    assert made == 3
+    for record in map(json.loads, out.read_text().splitlines()):
+        tokens = ar_engine.tokenize(record["draft"], add_bos=False)
+        runs = [tuple(tokens[i : i + 3]) for i in range(len(tokens) - 2)]
+        assert record["no_repeat_ngram"] == 3 and record["draft_tokens"] > 20
+        # Detokenizing and tokenizing again may merge a token pair differently; allow one such seam.
+        assert len(runs) - len(set(runs)) <= 1, record["draft"]
+    assert NoRepeatNgram(3, 0).n == 3
+
+
+def test_a_draft_into_a_document_is_learned_only_if_it_is_new_text(tmp_path: Path) -> None:
+    before, after = "Dear Sam,\n\nThe picnic is on Saturday at noon in the park by the river.", "Best, Ana"
+    assert new_text(before, after, "Please bring a blanket and something to drink.")
+    assert not new_text(before, after, "The document, up to where your text goes:\n\nBring a blanket.")
+    assert not new_text(before, after, "The picnic is on Saturday at noon in the park by the river. Bring food.")
+    path = tmp_path / "documents.jsonl"
+    slots = {"ask": "Add a sentence.", "before": before, "after": after}
+    records = [
+        {"id": 1, "kind": "document", "slots": slots, "text": "t", "draft": "Bring a hat.", "finish_reason": "eos"},
+        {"id": 2, "kind": "document", "slots": slots, "text": "t", "draft": f"{before} Hi.", "finish_reason": "eos"},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert [pair.id for pair in load_pairs(path)] == [1]

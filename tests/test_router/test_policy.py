@@ -301,6 +301,34 @@ def test_measured_sends_a_draft_to_the_faster_engine_among_those_whose_drafts_pa
         assert decide(Request("draft", 256), CPU, BOTH, BASE, "design", gap).engine == "diffusion"
 
 
+@pytest.mark.parametrize(
+    ("kept", "ar_kept", "profile", "engine", "reason", "rule"),
+    [
+        (
+            0.26,
+            0.63,
+            FAST_DIFFUSION,
+            "ar",
+            "rewrites keep 26% of the selection's names and numbers against AR's 63%",
+            "rewrite_gate",
+        ),
+        (0.70, 0.63, FAST_DIFFUSION, "diffusion", "its rewrites keep names and numbers as AR's do", "estimated_faster"),
+        (0.70, 0.63, CPU, "ar", "AR estimated faster", "estimated_faster"),
+        (None, 0.63, FAST_DIFFUSION, "diffusion", "its rewrites are not measured", "estimated_faster"),
+    ],
+)
+def test_measured_sends_a_rewrite_to_diffusion_only_if_it_keeps_names_and_numbers_as_ar_does(
+    kept: float | None, ar_kept: float, profile: CostProfile, engine: EngineName, reason: str, rule: Rule
+) -> None:
+    gap = replace(EMBEDDED, rewrites_kept=kept, ar_rewrites_kept=ar_kept)
+    route = decide(Request("infill", 128), profile, BOTH, BASE, "measured", gap)
+    assert route.engine == engine and reason in route.reason, route.reason
+    assert route.rule == rule
+    # The drafts' figures do not gate rewrites, nor the rewrites' figures drafts.
+    assert "on topic" not in route.reason
+    assert "rewrites" not in decide(Request("draft", 256), profile, BOTH, BASE, "measured", gap).reason
+
+
 def test_measured_is_the_default() -> None:
     assert decide(Request("draft", 256), CPU, BOTH, BASE).policy == "measured"
     assert RouterSection().policy == "measured", "what a fresh install routes by"

@@ -1,0 +1,29 @@
+"""LoRA pairs for the adapter tests: random, non-zero updates on a tiny base, and a few training pairs.
+Import after `pytest.importorskip("torch")`."""
+
+from __future__ import annotations
+
+import torch
+
+from models import adapted
+from models.training.adapt import add_lora
+from models.transformer import DiffusionTransformer
+
+PAIRS = [
+    ("Write a short note to a friend about the picnic.", "Hi Sam, the picnic is on Saturday at noon. Bring a hat!"),
+    ("Write a two-line poem about rain.", "Rain on the window,\nsoft as a song."),
+    ("Describe a lighthouse in one sentence.", "A white tower stands on the rocks and turns its light all night."),
+] * 4
+
+
+def random_lora(model: DiffusionTransformer, rank: int, seed: int = 0) -> dict[str, adapted.LoraPair]:
+    """Non-zero A and B on every adapted matrix, rounded to float16 (what the adapter file stores)."""
+    generator = torch.Generator().manual_seed(seed)
+    wrapped = add_lora(model, rank, float(rank))
+    lora = {}
+    with torch.no_grad():
+        for name, layer in wrapped.items():
+            layer.a.copy_((torch.randn(layer.a.shape, generator=generator) * 0.3).half().float())
+            layer.b.copy_((torch.randn(layer.b.shape, generator=generator) * 0.3).half().float())
+            lora[name] = (layer.a.numpy().copy(), layer.b.numpy().copy())
+    return lora

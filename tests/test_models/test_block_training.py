@@ -1,0 +1,190 @@
+"""The drafter trained for block diffusion: the two-stream objective computes exactly what llama.cpp's block
+cache decodes, the adapter says how it is decoded, and a stopped run resumes.
+
+Real parts: the tiny random llama GGUF stands in for SmolLM2 as the base, llama.cpp applies the adapter
+and decodes block by block against its KV cache, and torch computes the training objective's rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="training the drafter needs the torch extra")
+
+from lora_support import PAIRS, random_lora  # noqa: E402
+
+from engines.diffusion.llama_backend import LlamaDiffusionBackend  # noqa: E402
+from engines.diffusion.load_settings import DiffusionLoadSettings  # noqa: E402
+from models.adapted import (  # noqa: E402
+    MASK_TOKEN_ID,
+    BlockDecoding,
+    adapted_model,
+    adapter_info,
+    read_lora,
+    write_adapter,
+    write_merged_file,
+)
+from models.gguf_info import inspect_gguf  # noqa: E402
+from models.training.adapt import AdaptPlan, base_model, run  # noqa: E402
+from models.training.block_loss import (  # noqa: E402
+    block_causal_logits,
+    block_causal_loss,
+    complementary_masks,
+    two_stream_mask,
+)
+
+
+def test_the_streams_attend_as_the_block_cache_does() -> None:
+    mask = two_stream_mask(6, 2, 2, copies=2)  # clean 0..5, two noisy copies of 2..5; blocks {0,1} {2,3} {4,5}
+    clean_row_3 = [True, True, True, True, False, False, *[False] * 8]
+    noisy_row_4 = [True, True, True, True, False, False, False, False, True, True, *[False] * 4]
+    noisy_row_2 = [True, True, False, False, False, False, True, True, False, False, *[False] * 4]
+    second_copy_row_4 = [True, True, True, True, False, False, *[False] * 4, False, False, True, True]
+    assert mask[3].tolist() == clean_row_3
+    assert mask[6 + 2].tolist() == noisy_row_4  # position 4 is the first noisy stream's third row
+    assert mask[6].tolist() == noisy_row_2
+    assert mask[6 + 4 + 2].tolist() == second_copy_row_4
+
+
+def test_complementary_masks_mask_every_answer_position_once() -> None:
+    answer = torch.tensor([[False, False, True, True, True, True, True]])
+    masked = complementary_masks(answer, torch.Generator().manual_seed(3))
+    assert masked.shape == (2, 1, 7)
+    assert torch.equal(masked[0] ^ masked[1], answer) and not bool((masked[0] & masked[1]).any())
+
+
+@pytest.mark.parametrize("block_length", [4, 8])
+def test_training_rows_are_what_llama_cpp_decodes_block_by_block(
+    tiny_llama_path: Path, tmp_path: Path, block_length: int
+) -> None:
+    """A block partly masked after settled blocks: the rows the objective learns from equal the logits the
+    llama.cpp backend's block cache computes for that block (prompt's whole blocks cleaned, the previous
+    block's last clean row for the block's first position)."""
+    model = base_model(tiny_llama_path).eval()
+    lora = random_lora(model, rank=4)
+    decoding = BlockDecoding(block_length)
+    path = write_adapter(tmp_path / "lora.gguf", tiny_llama_path, lora, alpha=4.0, name="block", decoding=decoding)
+    backend = LlamaDiffusionBackend(tiny_llama_path, DiffusionLoadSettings(n_ctx=128), adapter=path)
+    assert backend.cache_mode == "block" and backend.gguf.block_causal_length == block_length
+    prompt = backend.instruction_tokens("Write a short note about the picnic.")
+    rng = np.random.default_rng(0)
+    answer = [int(t) for t in rng.integers(300, 2000, size=3 * block_length)]
+    sequence = np.array([*prompt, *answer])
+    lo = len(prompt) + block_length - len(prompt) % block_length  # the second aligned block of the answer
+    hidden = [lo, lo + 2, lo + block_length - 1]  # the block's first position among its masks
+    state = sequence.copy()
+    state[hidden] = MASK_TOKEN_ID
+    backend.reset(cache=True, block_length=block_length)
+    ours = backend.logits(state[: lo + block_length], lo, lo + block_length, lo)[[h - lo for h in hidden]]
+    masked = torch.zeros((2, 1, len(sequence)), dtype=torch.bool)
+    masked[0, 0, hidden] = True
+    masked[1, 0, len(prompt) :] = True  # a second copy, wholly masked, beside it: the copies never meet
+    with torch.no_grad():
+        theirs, targets = block_causal_logits(model, torch.tensor(sequence)[None], masked, block_length)
+    assert targets[: len(hidden)].tolist() == sequence[hidden].tolist()
+    assert np.allclose(ours, theirs[: len(hidden)].numpy(), atol=3e-3, rtol=1e-3)
+    # The objective's noisy block really reads only settled blocks: a change after it changes nothing.
+    later = sequence.copy()
+    later[lo + block_length :] = 400
+    with torch.no_grad():
+        unchanged, _ = block_causal_logits(model, torch.tensor(later)[None], masked[:1], block_length)
+    assert torch.allclose(unchanged, theirs[: len(hidden)], atol=1e-5)
+
+
+def test_block_training_writes_an_adapter_decoded_block_causally_and_resumes(
+    tiny_llama_path: Path, tmp_path: Path
+) -> None:
+    data = tmp_path / "pairs.jsonl"
+    records = [{"id": i, "text": text, "draft": draft, "finish_reason": "eos"} for i, (text, draft) in enumerate(PAIRS)]
+    data.write_text("".join(json.dumps(record) + "\n" for record in records))
+    plan = AdaptPlan(
+        data=(data,),
+        out=tmp_path / "out",
+        base=tiny_llama_path,
+        max_steps=2,
+        rank=2,
+        alpha=2.0,
+        batch=4,
+        eval_every=1,
+        block_lengths=(4, 8),
+    )
+    adapter = run(plan, log=lambda _line: None)
+    info = adapter_info(adapter)
+    assert info.block_decoding == BlockDecoding(4)
+    first = (tmp_path / "out" / "training_log.csv").read_text().splitlines()
+    assert [row.split(",")[0] for row in first] == ["step", "0", "1", "2"]
+    run(replace(plan, max_steps=4, resume=True), log=lambda _line: None)
+    rows = list(csv.DictReader((tmp_path / "out" / "training_log.csv").open()))
+    assert [int(row["step"]) for row in rows] == [0, 1, 2, 3, 4]
+    assert float(rows[-1]["tokens_seen"]) > float(rows[2]["tokens_seen"])
+    # The merged copy is a block-causal diffusion GGUF, which the backend decodes with the block cache.
+    model = adapted_model(info, {"tiny": tiny_llama_path}, None)
+    merged = write_merged_file(model, tmp_path / "merged.gguf", "F32")
+    assert inspect_gguf(merged).block_causal_length == 4
+    assert LlamaDiffusionBackend(merged, DiffusionLoadSettings(n_ctx=64)).cache_mode == "block"
+
+
+def test_the_block_loss_learns(tiny_llama_path: Path) -> None:
+    """A few optimiser steps on one batch lower the objective: its gradient reaches the LoRA."""
+    from models.training.adapt import add_lora
+
+    model = base_model(tiny_llama_path)
+    wrapped = add_lora(model, 4, 4.0)
+    trainable = [p for layer in wrapped.values() for p in (layer.a, layer.b)]
+    optimizer = torch.optim.AdamW(trainable, lr=1e-2)
+    tokens = torch.tensor([[1, 2, 3, 4, 5, 600, 601, 602, 603, 604, 605, 606]])
+    answer = torch.arange(12)[None] >= 5
+
+    def loss() -> Any:
+        return block_causal_loss(model, tokens, answer, torch.Generator().manual_seed(0), 4).loss
+
+    before = loss().item()
+    for _ in range(8):
+        optimizer.zero_grad()
+        loss().backward()
+        optimizer.step()
+    assert loss().item() < before - 0.5
+
+
+def test_a_block_causal_drafter_reads_the_document_in_its_request(tiny_llama_path: Path, tmp_path: Path) -> None:
+    """A block-causal model never reads past its block, so a draft into a document gives it the text after
+    the cursor in the request, laid out as the AR drafter and the training data lay it out."""
+    from app.domain.context import document_instruction
+    from app.domain.draft_request import DraftRequest
+    from app.orchestration.drafters import DiffusionDrafter
+    from engines.diffusion.engine import DiffusionEngine
+    from engines.diffusion.settings import DiffusionSettings
+    from engines.events import Done
+
+    model = base_model(tiny_llama_path)
+    path = write_adapter(
+        tmp_path / "lora.gguf", tiny_llama_path, random_lora(model, 2), alpha=2.0, name="t", decoding=BlockDecoding(4)
+    )
+    engine = DiffusionEngine(
+        LlamaDiffusionBackend(tiny_llama_path, DiffusionLoadSettings(n_ctx=512), adapter=path), "t"
+    )
+    assert engine.block_causal
+    request = DraftRequest("draft", "Add a sentence.", before="Dear Sam,\n\n", after="\n\nBest, Ana", tokens=8)
+    opened = DiffusionDrafter(lambda: engine).draft(request, 8, DiffusionSettings(block_length=4), None).open()
+    done = next(e for e in opened.events if isinstance(e, Done))
+    laid_out = engine.instruction_prompt(document_instruction("Add a sentence.", "Dear Sam,\n\n", "\n\nBest, Ana"))
+    assert done.stats.prompt_tokens == len(laid_out)
+    assert opened.context is not None and opened.context.after == "\n\nBest, Ana"
+    assert "Best, Ana" in engine.decode(laid_out)
+
+
+def test_an_adapter_reads_back_as_the_lora_it_was_written_from(tiny_llama_path: Path, tmp_path: Path) -> None:
+    """Training can start from a shipped adapter: reading it undoes the rotary row order it was written in."""
+    lora = random_lora(base_model(tiny_llama_path), rank=2)
+    path = write_adapter(tmp_path / "lora.gguf", tiny_llama_path, lora, alpha=2.0, name="t")
+    read = read_lora(path, tiny_llama_path, lora)
+    assert read.keys() == lora.keys()
+    for name, (a, b) in lora.items():
+        assert np.array_equal(read[name][0], a) and np.array_equal(read[name][1], b), name
