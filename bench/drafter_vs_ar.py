@@ -62,6 +62,7 @@ class Tally:
     repeats: list[float] = field(default_factory=list)
     perplexity: list[float] = field(default_factory=list)
     kept: list[float] = field(default_factory=list)
+    estimated: list[float] = field(default_factory=list)  # the router's estimate for the draft, in seconds
 
     @property
     def tokens_per_s(self) -> float:
@@ -82,9 +83,10 @@ def facts(text: str) -> set[str]:
 def run(service: SharpenService, request: DraftRequest, tally: Tally) -> str:
     reply = service.draft(request)
     text = reply.text()
-    assert reply.done is not None
+    assert reply.done is not None and request.engine is not None
     stats = reply.done.stats
     tally.seconds.append(stats.total_s)
+    tally.estimated.append(reply.route.estimates[request.engine].seconds)
     tally.tokens.append(stats.generated_tokens)
     if isinstance(stats, DiffusionStats):
         tally.passes.append(stats.passes)
@@ -135,18 +137,26 @@ def main() -> None:
     teacher = math.log(statistics.median(drafts[lengths[0], "ar"].perplexity))
     shuffled = math.log(statistics.median(floor))
     print(f"\n{len(pairs)} unseen instructions; position 0: AR's drafts at N = {lengths[0]}, 1: their words shuffled")
-    print("| N | engine | tokens/s | x AR | on topic | repeated 3-grams | position | passes per token |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(
+        "| N | engine | tokens/s | x AR | on topic | repeated 3-grams | position | passes per token "
+        "| median s | router's estimate |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for n in lengths:
         ar_rate = drafts[n, "ar"].tokens_per_s
         for engine in ENGINES:
             tally = drafts[n, engine]
             position = (math.log(statistics.median(tally.perplexity)) - teacher) / (shuffled - teacher)
+            measured, estimated = statistics.median(tally.seconds), statistics.median(tally.estimated)
             print(
                 f"| {n} | {engine} | {tally.tokens_per_s:.1f} | {tally.tokens_per_s / ar_rate:.2f} | "
                 f"{sum(tally.topical)} of {len(tally.topical)} | {statistics.mean(tally.repeats):.0%} | "
-                f"{position:.2f} | {sum(tally.passes) / max(1, sum(tally.tokens)):.2f} |"
+                f"{position:.2f} | {sum(tally.passes) / max(1, sum(tally.tokens)):.2f} | {measured:.2f} | "
+                f"{estimated:.2f} ({estimated / measured - 1:+.0%}) |"
             )
+        faster_estimated = min(ENGINES, key=lambda e: statistics.median(drafts[n, e].estimated))
+        faster_measured = min(ENGINES, key=lambda e: statistics.median(drafts[n, e].seconds))
+        print(f"| {n} | the router's estimates pick {faster_estimated}; measured faster: {faster_measured} |")
 
     if not args.rewrites:
         return

@@ -56,8 +56,9 @@ class CatalogueEntry:
     # which checks the name when a draft runs): "sdar" or "fast_dllm_v2"; "" is Sharpen's own.
     decoding_sampler: str = ""
     # How its 128-token drafts read on instructions of kinds and subjects it never saw, at K = N/4
-    # (bench/embedded_quality.py --set unseen): their median log-perplexity placed between the embedded
-    # AR model's own drafts (0) and the same words shuffled (1). -1: not measured.
+    # (bench/embedded_quality.py --set unseen, or bench/drafter_vs_ar.py at a fresh install's settings):
+    # their median log-perplexity placed between the embedded AR model's own drafts (0) and the same words
+    # shuffled (1). -1: not measured.
     drafts_position: float = -1.0
     # On the same drafts: the share that name a word of the instruction's subject, and the share of word
     # 3-grams that repeat (an AR model's too: its own drafts are what a draft model is held against). -1: not

@@ -188,3 +188,33 @@ def test_an_adapter_reads_back_as_the_lora_it_was_written_from(tiny_llama_path: 
     assert read.keys() == lora.keys()
     for name, (a, b) in lora.items():
         assert np.array_equal(read[name][0], a) and np.array_equal(read[name][1], b), name
+
+
+def test_the_router_charges_a_block_causal_drafter_by_the_block_cache(
+    tiny_llama_path: Path, tmp_path: Path, sharpen_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A drafter trained block-causally always decodes block by block, whatever diffusion.cache says: its
+    estimate counts clean passes of a block, not the dual cache's full passes."""
+    from app.cli import main
+
+    model = adapted_model(
+        adapter_info(
+            write_adapter(
+                tmp_path / "lora.gguf",
+                tiny_llama_path,
+                random_lora(base_model(tiny_llama_path), 2),
+                alpha=2.0,
+                name="t",
+                decoding=BlockDecoding(8),
+            )
+        ),
+        {"tiny": tiny_llama_path},
+        None,
+    )
+    merged = write_merged_file(model, tmp_path / "block-drafter.gguf", "F32")
+    assert main(["config", "set", "models.draft", str(merged)]) == 0
+    assert main(["config", "set", "diffusion.cache", "dual"]) == 0
+    capsys.readouterr()
+    assert main(["route", "--kind", "draft", "--tokens", "256", "--engine", "diffusion", "--explain"]) == 0
+    explained = capsys.readouterr().out
+    assert "clean passes of 8, block-causal cache" in explained, explained
