@@ -58,7 +58,8 @@ def test_the_shipped_diffusion_model_loads_and_drafts() -> None:
     settings = service.draft_settings.resolve()
     assert settings.block_length == 8, "the catalogue entry's block length"
     events = list(engine.draft("Write a short FAQ about tides.", 48, replace(settings, steps=12)))
-    assert isinstance(events[-1], Done) and "tide" in events[-1].text.lower(), events[-1].text
+    done = events[-1]
+    assert isinstance(done, Done) and "tide" in done.text.lower(), done
     # Blocks of 8 at K = N/4: two refining passes a block (end-of-text kept in order may add a few), each over
     # the block alone.
     assert 6 <= sum(isinstance(e, Pass) for e in events) <= 24
