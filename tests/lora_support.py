@@ -3,6 +3,9 @@ Import after `pytest.importorskip("torch")`."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import torch
 
 from models import adapted
@@ -27,3 +30,11 @@ def random_lora(model: DiffusionTransformer, rank: int, seed: int = 0) -> dict[s
             layer.b.copy_((torch.randn(layer.b.shape, generator=generator) * 0.3).half().float())
             lora[name] = (layer.a.numpy().copy(), layer.b.numpy().copy())
     return lora
+
+
+def write_pairs(path: Path) -> Path:
+    """PAIRS as a training data file (one JSON record a line, as the teacher writes them)."""
+    with path.open("w") as handle:
+        for index, (instruction, draft) in enumerate(PAIRS):
+            handle.write(json.dumps({"id": index, "text": instruction, "draft": draft}) + "\n")
+    return path

@@ -16,7 +16,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="training the adapter needs the torch extra")
 
-from lora_support import PAIRS, random_lora  # noqa: E402
+from lora_support import random_lora, write_pairs  # noqa: E402
 
 from app.cli import main  # noqa: E402
 from app.service import SharpenService  # noqa: E402
@@ -128,13 +128,6 @@ def test_a_missing_base_says_what_to_install(tiny_llama_path: Path, tmp_path: Pa
     path = write_adapter(tmp_path / "lora.gguf", tiny_llama_path, random_lora(model, 2), alpha=2.0, name="t")
     with pytest.raises(ModelFileError, match=r"is a LoRA adapter for tiny-llama.gguf .* not installed"):
         adapted_model(adapter_info(path), {}, None)
-
-
-def write_pairs(path: Path) -> Path:
-    with path.open("w") as handle:
-        for index, (instruction, draft) in enumerate(PAIRS):
-            handle.write(json.dumps({"id": index, "text": instruction, "draft": draft}) + "\n")
-    return path
 
 
 def test_adaptation_trains_and_the_adapter_drafts_with_the_dual_cache(tiny_llama_path: Path, tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ and decodes block by block against its KV cache, and torch computes the training
 from __future__ import annotations
 
 import csv
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="training the drafter needs the torch extra")
 
-from lora_support import PAIRS, random_lora  # noqa: E402
+from lora_support import random_lora, write_pairs  # noqa: E402
 
 from engines.diffusion.llama_backend import LlamaDiffusionBackend  # noqa: E402
 from engines.diffusion.load_settings import DiffusionLoadSettings  # noqa: E402
@@ -101,11 +100,8 @@ def test_training_rows_are_what_llama_cpp_decodes_block_by_block(
 def test_block_training_writes_an_adapter_decoded_block_causally_and_resumes(
     tiny_llama_path: Path, tmp_path: Path
 ) -> None:
-    data = tmp_path / "pairs.jsonl"
-    records = [{"id": i, "text": text, "draft": draft, "finish_reason": "eos"} for i, (text, draft) in enumerate(PAIRS)]
-    data.write_text("".join(json.dumps(record) + "\n" for record in records))
     plan = AdaptPlan(
-        data=(data,),
+        data=(write_pairs(tmp_path / "pairs.jsonl"),),
         out=tmp_path / "out",
         base=tiny_llama_path,
         max_steps=2,
