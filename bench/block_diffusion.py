@@ -1,16 +1,18 @@
 """Block-causal diffusion against today's dual cache and AR decoding, side by side in one run.
 
 Three 135M diffusion models on llama.cpp: the embedded drafter (sharpen-draft, merged at Q8_0 as the
-service serves it) and SmolLM2's own Q4_1 weights as block-causal stand-ins in SDAR's layout (qwen3, logits
-in place) and in Fast-dLLM v2's (qwen2, shifted logits), bench/stand_in.py. N = 256 tokens after a
-200-token prompt, K = N/4 passes, greedy: the dual cache (blocks of 32), block-causal decoding at blocks of
-4, 8, 16 and 32, and AR decoding of 256 tokens by SmolLM2-135M-Instruct Q4_1 (the AR model beside the
-drafter, and the stand-ins' own weights), the rows interleaved. Each row: seconds (median), passes, rows
-decoded, ms per token, speed as a multiple of AR's; the route estimate from a quick calibration of that
-engine, and for the drafter how many tokens equal the dual cache's draft (block-causal attention is an
-approximation of the full attention it was trained with). First, what a llama.cpp decode of b rows
-against a 200-token cache costs on this CPU, for the AR model and the drafter. The stand-ins' text means
-nothing (their weights were trained causally, and the Qwen layouts rotate them differently): timings only.
+service serves it) and SmolLM2's own Q4_1 weights as block-causal stand-ins in SDAR's layout (qwen3,
+logits in place) and in Fast-dLLM v2's (qwen2, shifted logits), bench/stand_in.py. N = 256 tokens after a
+200-token prompt, K = N/4 passes, greedy: the dual cache (blocks of 32), block-causal decoding at blocks
+of 4, 8, 16 and 32 (each settled block riding along with the next block's first pass, and at blocks of 8
+also with a pass of its own, as before), and AR decoding of 256 tokens by SmolLM2-135M-Instruct Q4_1 (the
+AR model beside the drafter, and the stand-ins' own weights), the rows interleaved. Each row: seconds
+(median), passes, rows decoded, ms per token, speed as a multiple of AR's; the route estimate from a quick
+calibration of that engine, and for the drafter how many tokens equal the dual cache's draft (block-causal
+attention is an approximation of the full attention it was trained with). First, what a llama.cpp decode
+of b rows against a 200-token cache costs on this CPU, for the AR model and the drafter. The stand-ins'
+text means nothing (their weights were trained causally, and the Qwen layouts rotate them differently):
+timings only.
 One llama.cpp job at a time: run it on an idle machine.
 
     .venv/bin/python bench/block_diffusion.py [--blocks 4,8,16,32] [--repeats 3] [--models drafter,sdar,fastdllm]
@@ -183,6 +185,16 @@ def main() -> None:
             )
             for b in blocks
         ]
+        apart = LlamaDiffusionBackend(model.path, DiffusionLoadSettings(n_ctx=1024, cache="block"))
+        apart.ride_along = False
+        rows.append(
+            Row(
+                f"block-causal, blocks of 8, each settled block a pass of its own ({apart.kv_type} KV)",
+                DiffusionEngine(apart, "block"),
+                replace(fixed, block_length=8),
+                [],
+            )
+        )
         tables[model.label] = rows
     ar_times: list[float] = []
     for _ in range(args.repeats):  # interleaved: the machine's noise falls on every row alike

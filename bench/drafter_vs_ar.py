@@ -4,8 +4,9 @@ Drafts: the unseen instructions (models/training/open_prompts.py, kinds and subj
 N = 128 and 256 tokens, each drafted by both engines through the service (the engine forced, everything
 else as configured by default: the diffusion drafter's cache, K and rules, AR's loop controls), the two
 interleaved. Per engine: tokens per second and the ratio, the share on topic, the share of word 3-grams
-repeated, the position of the drafts' perplexity between SmolLM2's own greedy drafts (0) and their words
-shuffled (1; bench/embedded_quality.py's measure, on the first 128 tokens), and passes per token.
+repeated, the drafts holding a run of empty or one-character lines (three in a row), the position of
+the drafts' perplexity between SmolLM2's own greedy drafts (0) and their words shuffled (1;
+bench/embedded_quality.py's measure, on the first 128 tokens), and passes per token.
 Rewrites: paragraphs holding names and numbers (bench/data/rewrite_paragraphs.txt, written for this
 bench), each rewritten "more formal", "shorter" and "as a list" by both engines: how many of the
 selection's names and numbers the rewrite keeps.
@@ -27,7 +28,7 @@ import re
 import statistics
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -51,6 +52,8 @@ ENGINES: tuple[EngineName, ...] = ("diffusion", "ar")
 # A number: digits, with their separators; a name: a capitalised word that does not open a sentence.
 NUMBER = re.compile(r"\d[\d,.:/]*\d|\d")
 SENTENCE = re.compile(r"(?<=[.!?:])\s+|\n+")
+# Lines in a row, empty or of one character, that make a run: a paragraph break is one empty line.
+BLANK_RUN = 3
 
 
 @dataclass
@@ -62,7 +65,11 @@ class Tally:
     repeats: list[float] = field(default_factory=list)
     perplexity: list[float] = field(default_factory=list)
     kept: list[float] = field(default_factory=list)
+    blank_runs: list[bool] = field(default_factory=list)  # drafts holding a run of empty or 1-character lines
     estimated: list[float] = field(default_factory=list)  # the router's estimate for the draft, in seconds
+    # The router's estimate had it known the length written (drafts end at end-of-text): the cost model's
+    # own error, without the length's.
+    estimated_written: list[float] = field(default_factory=list)
 
     @property
     def tokens_per_s(self) -> float:
@@ -80,6 +87,16 @@ def facts(text: str) -> set[str]:
     return names | set(NUMBER.findall(text))
 
 
+def has_blank_run(text: str, lines: int = BLANK_RUN) -> bool:
+    """Whether the draft holds `lines` lines in a row that are empty or one character ("[", "-")."""
+    run = 0
+    for line in text.splitlines():
+        run = run + 1 if len(line.strip()) <= 1 else 0
+        if run >= lines:
+            return True
+    return False
+
+
 def run(service: SharpenService, request: DraftRequest, tally: Tally) -> str:
     reply = service.draft(request)
     text = reply.text()
@@ -87,6 +104,10 @@ def run(service: SharpenService, request: DraftRequest, tally: Tally) -> str:
     stats = reply.done.stats
     tally.seconds.append(stats.total_s)
     tally.estimated.append(reply.route.estimates[request.engine].seconds)
+    written = max(1, stats.generated_tokens)
+    plan = service.draft_settings.plan(service.draft_settings.resolve())
+    route = service._draft_route(replace(request, tokens=written), written, plan)
+    tally.estimated_written.append(route.estimates[request.engine].seconds)
     tally.tokens.append(stats.generated_tokens)
     if isinstance(stats, DiffusionStats):
         tally.passes.append(stats.passes)
@@ -129,6 +150,7 @@ def main() -> None:
                 text = run(service, DraftRequest("draft", instruction, tokens=n, engine=engine), tally)
                 tally.topical.append(on_topic(text, topic_words))
                 tally.repeats.append(repeated_trigrams(text))
+                tally.blank_runs.append(has_blank_run(text))
                 tally.perplexity.append(scored(scorer, ar, instruction, text)[0])
                 if engine == "ar" and n == lengths[0]:
                     words = text.split()
@@ -138,21 +160,23 @@ def main() -> None:
     shuffled = math.log(statistics.median(floor))
     print(f"\n{len(pairs)} unseen instructions; position 0: AR's drafts at N = {lengths[0]}, 1: their words shuffled")
     print(
-        "| N | engine | tokens/s | x AR | on topic | repeated 3-grams | position | passes per token "
-        "| median s | router's estimate |"
+        "| N | engine | tokens/s | x AR | on topic | repeated 3-grams | blank runs | position | passes per token "
+        "| median s | router's estimate | at the length written |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n in lengths:
         ar_rate = drafts[n, "ar"].tokens_per_s
         for engine in ENGINES:
             tally = drafts[n, engine]
             position = (math.log(statistics.median(tally.perplexity)) - teacher) / (shuffled - teacher)
             measured, estimated = statistics.median(tally.seconds), statistics.median(tally.estimated)
+            errors = [e / m - 1 for e, m in zip(tally.estimated_written, tally.seconds, strict=True)]
             print(
                 f"| {n} | {engine} | {tally.tokens_per_s:.1f} | {tally.tokens_per_s / ar_rate:.2f} | "
                 f"{sum(tally.topical)} of {len(tally.topical)} | {statistics.mean(tally.repeats):.0%} | "
-                f"{position:.2f} | {sum(tally.passes) / max(1, sum(tally.tokens)):.2f} | {measured:.2f} | "
-                f"{estimated:.2f} ({estimated / measured - 1:+.0%}) |"
+                f"{sum(tally.blank_runs)} | {position:.2f} | {sum(tally.passes) / max(1, sum(tally.tokens)):.2f} | "
+                f"{measured:.2f} | "
+                f"{estimated:.2f} ({estimated / measured - 1:+.0%}) | median {statistics.median(errors):+.0%} |"
             )
         faster_estimated = min(ENGINES, key=lambda e: statistics.median(drafts[n, e].estimated))
         faster_measured = min(ENGINES, key=lambda e: statistics.median(drafts[n, e].seconds))

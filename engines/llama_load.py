@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 import llama_cpp
+from llama_cpp import _internals
 
 from engines import llama_log
 from engines.errors import ModelLoadError
@@ -73,3 +75,20 @@ def open_llama(
         reasons = "; ".join(llama_log.recent_problems()[-3:]) or str(error)
         what = f"this {info.architecture!r} model" + ("" if lora is None else f" with the adapter {lora.name}")
         raise ModelLoadError(f"{info.path}: llama.cpp could not load {what} ({reasons}). {hint}") from error
+
+
+def hold_sequences(llama: llama_cpp.Llama, sequences: int) -> None:
+    """Give `llama` a context whose one KV cache (unified) holds `sequences` sequences that may share cells,
+    in place of the one-sequence context llama-cpp-python's constructor makes; its LoRA adapter is set
+    on the new context as it was on the old."""
+    params = llama.context_params
+    params.n_seq_max = sequences
+    params.kv_unified = True
+    llama._ctx.close()  # its KV cache is freed before the new one is allocated
+    context = _internals.LlamaContext(model=llama._model, params=params, verbose=False)
+    llama._ctx = context
+    if llama._lora_adapter is not None:
+        adapters = (llama_cpp.llama_adapter_lora_p_ctypes * 1)(llama._lora_adapter)  # type: ignore[misc]
+        scales = (ctypes.c_float * 1)(llama.lora_scale)
+        if llama_cpp.llama_set_adapters_lora(context.ctx, adapters, 1, scales):
+            raise ModelLoadError(f"llama.cpp could not apply the adapter {llama.lora_path} to a new context")

@@ -5,7 +5,8 @@ part plus a part per position decoded. With a cache and blocks, each block's fir
 whole sequence; its later passes decode from the block to the end (prefix cache: the prompt and the
 finished blocks stay cached) or the block alone (dual cache: what follows the block stays cached too).
 Without one, every pass decodes prompt + canvas + suffix. Block-causal attention ("block") decodes
-each block alone, and each settled block once more in a clean pass that writes its final keys and values.
+each block alone, and each settled block once more, as rows riding along with the next block's first
+pass, which write its final keys and values.
 """
 
 from __future__ import annotations
@@ -76,9 +77,10 @@ def estimate_diffusion(
 def _estimate_block_causal(
     n: int, prompt_tokens: int, plan: DiffusionPlan, costs: DiffusionCosts, passes: int
 ) -> Estimate:
-    """Blocks aligned from the sequence's start: the prompt's whole blocks and every block but the last
-    are written once by a clean pass of `block_length` rows; a refining pass decodes its block alone (the
-    first holds the prompt's last tokens too), and nothing is ever decoded again."""
+    """Blocks aligned from the sequence's start: a refining pass decodes its block alone (the first holds
+    the prompt's last tokens too), and nothing is ever decoded again. Every settled block is written once,
+    by `block_length` clean rows: the block before a window rides along with the window's first pass (its
+    rows without a pass's fixed cost); the prompt's other whole blocks have a pass each."""
     block = plan.block_length
     prompt_blocks = prompt_tokens // block
     windows = math.ceil((prompt_tokens + n) / block) - prompt_blocks
@@ -86,12 +88,17 @@ def _estimate_block_causal(
     # last one too: slightly more than it costs, so a longer draft is never estimated cheaper).
     passes = max(windows, min(passes, n))
     rows = min(block, prompt_tokens % block + n)
-    clean = prompt_blocks + windows - 1
-    seconds = clean * pass_seconds(block, costs) + passes * pass_seconds(rows, costs)
+    riding = windows - 1 + min(1, prompt_blocks)
+    alone = max(0, prompt_blocks - 1)
+    seconds = (
+        alone * pass_seconds(block, costs)
+        + passes * pass_seconds(rows, costs)
+        + riding * block * costs.pass_s_per_position
+    )
     ms = pass_seconds(rows, costs) * 1000
     detail = (
-        f"{passes} passes x {ms:.0f} ms over ~{rows:.0f} positions + {clean} clean passes of {block}, "
-        "block-causal cache"
+        f"{passes} passes x {ms:.0f} ms over ~{rows:.0f} positions, {riding} of them with a settled block of "
+        f"{block} riding along, + {alone} clean passes; block-causal cache"
     )
     return Estimate("diffusion", seconds, detail)
 

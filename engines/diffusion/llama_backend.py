@@ -27,7 +27,7 @@ from engines.chat_template import render_instruction
 from engines.diffusion.backend import CacheMode, KvChoice, block_start, generation_cache
 from engines.diffusion.load_settings import DiffusionLoadSettings
 from engines.errors import EngineError
-from engines.llama_load import ContextShape, KvType, open_llama, use_threads
+from engines.llama_load import ContextShape, KvType, hold_sequences, open_llama, use_threads
 from engines.messages import Instruction, plain_text
 from engines.threads import Foreground, threads_for
 from models.adapted import adapter_info, base_as_diffusion
@@ -36,6 +36,11 @@ from models.gguf_info import GGUFInfo, inspect_gguf
 
 # Models below this many parameters keep f32 keys and values under kv_type "auto".
 SMALL_MODEL = 1_000_000_000
+# The block cache's two sequences in llama.cpp's KV cache. A settled token is in both; a block being refined
+# in REFINED alone, so it attends to everything settled, while a settled block decoded in the same batch
+# (attending by SETTLED) never attends to it.
+SETTLED, REFINED = 0, 1
+EVERY_SEQUENCE = -1
 
 
 def kv_type_for(choice: KvChoice, parameters: int) -> KvType:
@@ -69,6 +74,10 @@ class _Build:
     """What a backend's probe found about this llama.cpp build (None: none has probed yet)."""
 
     fills_gaps: bool | None = None
+    # The order to give a settled token's two sequence ids in so that llama.cpp reads SETTLED first: a
+    # token attends by the first id of its set, and llama.cpp keeps the set unordered. Empty: no order
+    # does, and each settled block gets a clean pass of its own, everything in sequence 0.
+    settled_ids: tuple[int, ...] | None = None
 
 
 # Tokenizers whose reference composes text to NFC before splitting it (Qwen2's, as Dream uses); llama.cpp
@@ -109,7 +118,7 @@ class LlamaDiffusionBackend:
         self.eos_token_ids = frozenset(
             t for t in range(self.vocab_size) if llama_cpp.llama_vocab_is_eog(self._vocab, t)
         )
-        self._batch = _internals.LlamaBatch(n_tokens=self.context_length, embd=0, n_seq_max=1, verbose=False)
+        self._batch = _internals.LlamaBatch(n_tokens=self.context_length, embd=0, n_seq_max=2, verbose=False)
         self.decoded_rows = 0  # positions decoded, over every pass of every draft (the probe's too)
         # Why the cache is not the one the settings ask for ("" when it is).
         self.cache_note = ""
@@ -127,6 +136,9 @@ class LlamaDiffusionBackend:
         self.full_passes = 0
         self.cached_passes = 0
         self.clean_passes = 0
+        # Block cache: a settled block rides along with the next window's first pass where this build allows
+        # (False: every settled block gets a pass of its own, the reference bench/block_diffusion.py times).
+        self.ride_along = True
         self._mode: CacheMode = self.cache_mode
 
     # ----- loading -------------------------------------------------------------------------------
@@ -145,11 +157,14 @@ class LlamaDiffusionBackend:
         )
         hint = "Check that this llama.cpp build supports the architecture."
         if self.adapter is None:
-            return open_llama(self.gguf, shape, hint)
-        # Bidirectional from the start: llama.cpp sizes its batches and checks their positions by the
-        # attention the context was created with.
-        causal_off: dict[str, bool | int | float | str] = {f"{self.gguf.architecture}.attention.causal": False}
-        return open_llama(self.gguf, shape, hint, lora=self.adapter, overrides=causal_off)
+            llama = open_llama(self.gguf, shape, hint)
+        else:
+            # Bidirectional from the start: llama.cpp sizes its batches and checks their positions by the
+            # attention the context was created with.
+            causal_off: dict[str, bool | int | float | str] = {f"{self.gguf.architecture}.attention.causal": False}
+            llama = open_llama(self.gguf, shape, hint, lora=self.adapter, overrides=causal_off)
+        hold_sequences(llama, 2)  # the block cache's SETTLED and REFINED
+        return llama
 
     def _usable_cache(self) -> CacheMode:
         wanted = self.settings.cache
@@ -235,8 +250,26 @@ class LlamaDiffusionBackend:
         self._settled, self._settled_row = [], None
         self._block_length = block_length
         self._mode = generation_cache(self.cache_mode, cache, suffix, self.bidirectional_cache)
+        if self._mode == "block" and _Build.settled_ids is None:
+            _Build.settled_ids = self._probe_settled_ids()
         self._ctx.kv_cache_clear()
         return self._mode
+
+    def _probe_settled_ids(self) -> tuple[int, ...]:
+        """The order of a settled token's ids under which it does not attend to a refined token beside it
+        in the batch: its logits equal those computed without the refined token."""
+        settled, refined = [0, 1 % self.vocab_size], [self.mask_token_id]
+        try:
+            self._ctx.kv_cache_clear()
+            alone = self._decode(settled, 0, 1, 2)
+            for ids in ((REFINED, SETTLED), (SETTLED, REFINED)):
+                self._ctx.kv_cache_clear()
+                beside = self._decode(settled + refined, 0, 1, 2, shared=len(settled), settled_ids=ids)
+                if np.allclose(beside, alone, rtol=0.0, atol=1e-2):
+                    return ids
+            return ()
+        finally:
+            self._ctx.kv_cache_clear()
 
     def logits(self, sequence: np.ndarray, start: int, end: int, stable: int) -> np.ndarray:
         if len(sequence) > self.context_length:
@@ -272,27 +305,42 @@ class LlamaDiffusionBackend:
         return rows
 
     def _block_logits(self, tokens: list[int], start: int) -> np.ndarray:
-        """Block-causal: bring the settled blocks' keys and values up to date (a clean pass per aligned
-        block not yet written; the prompt's whole blocks on the first call), then decode the window's block
-        alone against them. `tokens` ends with the window."""
-        lo = block_start(start, self._block_length)
+        """Block-causal: bring the settled blocks' keys and values up to date, then decode the window's block
+        against them. The block before the window, once settled, rides along with the window's first pass:
+        its clean rows (SETTLED and REFINED) and the window's (REFINED) in one batch, which saves a pass's
+        fixed cost. Other settled blocks (the prompt's, on the first call) get a clean pass each, as every
+        settled block does where this build cannot keep the two apart (`_Build.settled_ids`). `tokens` ends
+        with the window."""
+        block = self._block_length
+        lo = block_start(start, block)
         end = len(tokens)
-        if end - lo > self._block_length:
-            raise EngineError(f"a block-causal window must lie in one block of {self._block_length}")
+        if end - lo > block:
+            raise EngineError(f"a block-causal window must lie in one block of {block}")
         settled = len(self._settled)
         if settled > lo or self._settled != tokens[:settled]:
             self._ctx.kv_cache_clear()
             self._settled, self._settled_row, settled = [], None, 0
         # Drop the cells of the block's earlier passes: they were computed from tokens since changed.
-        self._ctx.kv_cache_seq_rm(0, settled, -1)
-        while settled < lo:
-            upto = min(lo, block_start(settled, self._block_length) + self._block_length)
-            self._settled_row = self._decode(tokens[settled:upto], settled, upto - 1, upto)[0]
-            self._settled = tokens[:upto]
-            settled = upto
+        self._forget_from(settled)
+        ids = (_Build.settled_ids or ()) if self.ride_along else ()
+        riding = max(settled, lo - block) if ids else lo  # where the block riding along starts
+        while settled < riding:
+            upto = min(riding, block_start(settled, block) + block)
+            clean = self._decode(tokens[settled:upto], settled, upto - 1, upto, shared=upto - settled, settled_ids=ids)
+            self._settled_row, self._settled, settled = clean[0], tokens[:upto], upto
             self.clean_passes += 1
         first_row = start - self.shift
-        rows = self._decode(tokens[lo:end], lo, max(first_row, lo), end - self.shift)
+        if riding < lo:
+            # From the riding block's last row on: with shifted logits it predicts the window's first
+            # position, and stays that prediction for the block's later passes.
+            rows = self._decode(
+                tokens[riding:end], riding, lo - 1, end - self.shift, shared=lo - riding, settled_ids=ids
+            )
+            self._settled_row, self._settled = rows[0], tokens[:lo]
+            self.clean_passes += 1
+            self.cached_passes += 1
+            return rows[first_row - (lo - 1) :]
+        rows = self._decode(tokens[lo:end], lo, max(first_row, lo), end - self.shift, shared=0, settled_ids=ids)
         self.cached_passes += 1
         if first_row < lo:
             # A block's first prediction sits on the settled block's last row (shifted logits): fixed since
@@ -302,15 +350,32 @@ class LlamaDiffusionBackend:
             rows = np.concatenate((self._settled_row[None, :], rows))
         return rows
 
-    def _decode(self, tokens: list[int], position: int, row_lo: int | None, row_hi: int | None) -> np.ndarray:
-        """Decode `tokens` at `position`; return logits for absolute rows [row_lo, row_hi)."""
+    def _forget_from(self, position: int) -> None:
+        if self._ctx.memory is not None:
+            llama_cpp.llama_memory_seq_rm(self._ctx.memory, EVERY_SEQUENCE, position, -1)
+
+    def _decode(
+        self,
+        tokens: list[int],
+        position: int,
+        row_lo: int | None,
+        row_hi: int | None,
+        *,
+        shared: int = 0,
+        settled_ids: tuple[int, ...] = (),
+    ) -> np.ndarray:
+        """Decode `tokens` at `position`; return logits for absolute rows [row_lo, row_hi). With `settled_ids`
+        (the block cache's), the first `shared` tokens are settled, in those sequences, and the rest are
+        refined (REFINED); without, every token is in sequence 0."""
         batch = self._batch.batch
         batch.n_tokens = len(tokens)
         for i, token in enumerate(tokens):
             batch.token[i] = token
             batch.pos[i] = position + i
-            batch.n_seq_id[i] = 1
-            batch.seq_id[i][0] = 0
+            ids = (settled_ids if i < shared else (REFINED,)) if settled_ids else (0,)
+            batch.n_seq_id[i] = len(ids)
+            for k, sequence in enumerate(ids):
+                batch.seq_id[i][k] = sequence
             absolute = position + i
             batch.logits[i] = row_lo is not None and row_hi is not None and row_lo <= absolute < row_hi
         if row_lo is None or row_hi is None or row_hi <= row_lo:

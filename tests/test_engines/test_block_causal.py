@@ -4,8 +4,9 @@ backends, for a model that predicts in place (LLaDA's layout) and one that shift
 
 The reference backend below is the definition written out: every pass runs every position up to the
 window's end from scratch, each query seeing its own aligned block and the blocks before it. Sharpen's
-backends instead write each settled block's keys and values once (a clean pass) and decode only the
-current block; if that were not exact, greedy canvases would part and the logits would differ by far
+backends instead write each settled block's keys and values once (a clean pass, or rows riding along
+with the next block's first pass, kept from seeing it) and decode only the current block; if that were
+not exact, greedy canvases would part and the logits would differ by far
 more than float rounding.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -23,7 +25,7 @@ from fixture_models import write_tiny_model
 from engines.diffusion.backend import CacheMode
 from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.hf.backend import TorchDiffusionBackend
-from engines.diffusion.llama_backend import LlamaDiffusionBackend, kv_type_for
+from engines.diffusion.llama_backend import REFINED, SETTLED, LlamaDiffusionBackend, _Build, kv_type_for
 from engines.diffusion.load_settings import DiffusionLoadSettings
 from engines.diffusion.sampler import block_bounds
 from engines.diffusion.settings import DiffusionSettings
@@ -172,13 +174,21 @@ def test_the_key_value_precision_follows_the_model_size() -> None:
 
 def test_a_pass_decodes_only_its_block_and_a_settled_block_is_never_decoded_again(tmp_path: Path) -> None:
     ours, _, _ = torch_pair(tmp_path, "llada", seed=5)
-    clean: list[tuple[int, int]] = []
+    written: list[tuple[int, int]] = []  # settled positions written to the cache, by clean or riding rows
     refining: list[tuple[int, int]] = []
+    rode: list[int] = []  # where a settled block rode along with a window's first pass
     run = ours._run
 
-    def counting(tokens: np.ndarray, lo: int, hi: int, context: object) -> object:
-        (refining if MASK_ID in tokens[lo:hi] else clean).append((lo, hi))
-        return run(tokens, lo, hi, context)  # type: ignore[arg-type]
+    def counting(tokens: np.ndarray, lo: int, hi: int, context: object, mask: torch.Tensor | None = None) -> object:
+        if MASK_ID not in tokens[lo:hi]:
+            written.append((lo, hi))
+        else:
+            riding = 0 if mask is None else int((~mask).any(dim=1).sum())  # rows kept from the window
+            if riding:
+                written.append((lo, lo + riding))
+                rode.append(lo)
+            refining.append((lo + riding, hi))
+        return run(tokens, lo, hi, context, mask)  # type: ignore[arg-type]
 
     ours._run = counting  # type: ignore[method-assign,assignment]
     block, length = 8, 24
@@ -189,14 +199,47 @@ def test_a_pass_decodes_only_its_block_and_a_settled_block_is_never_decoded_agai
     assert isinstance(done, Done) and isinstance(done.stats, DiffusionStats)
     total = len(ours.instruction_tokens(INSTRUCTION)) + length
     last_block = total - 1 - (total - 1) % block
-    # Every call decodes within one aligned block; each refining call ends where its window ends.
-    assert all(lo % block == 0 and hi - lo <= block for lo, hi in clean + refining)
+    # Every call decodes within one aligned block (a riding block beside it); each refining call ends
+    # where its window ends.
+    assert all(lo % block == 0 and hi - lo <= block for lo, hi in written + refining)
     windows = {e.window for e in events if isinstance(e, Pass)}
     offset = total - length
     assert {hi for _, hi in refining} == {offset + hi for _, hi in windows}
-    # One refining call per pass; one clean pass per aligned block before the last, never repeated.
+    # One refining call per pass; every aligned block before the last written once, never again.
     assert len(refining) == done.stats.passes
-    assert sorted(clean) == sorted(set(clean)) and {lo for lo, _ in clean} == set(range(0, last_block, block))
+    assert sorted(written) == sorted(set(written)) and {lo for lo, _ in written} == set(range(0, last_block, block))
+    # The block before each window (before the first, the prompt's last whole block) rode along with the
+    # window's first pass, a whole block each time.
+    assert len(rode) == len(set(rode)) == len(windows) - 1 + (1 if offset >= block else 0)
+    assert all((lo, lo + block) in written for lo in rode)
+    assert ours.clean_passes == len(written) and ours.cached_passes == len(refining)
+
+
+def test_llama_cpp_writes_a_settled_block_in_the_next_windows_first_pass(tmp_path: Path) -> None:
+    """One llama.cpp batch holds the settled block (in both sequences) and the next window (REFINED): a
+    pass's fixed cost saved per block. The parity test above shows the logits stay exact."""
+    _, _, gguf = torch_pair(tmp_path, "dream", seed=7)
+    llama = LlamaDiffusionBackend(gguf, DiffusionLoadSettings(n_ctx=512, cache="block"))
+    batches: list[tuple[int, int, int]] = []  # (position, tokens, settled among them)
+    decode = llama._decode
+
+    def counting(tokens: list[int], position: int, row_lo: int | None, row_hi: int | None, **kw: Any) -> np.ndarray:
+        batches.append((position, len(tokens), int(kw.get("shared", 0)) if kw.get("settled_ids") else 0))
+        return decode(tokens, position, row_lo, row_hi, **kw)
+
+    llama._decode = counting  # type: ignore[method-assign]
+    block, length = 8, 24
+    settings = DiffusionSettings.reference(steps=6, block_length=block, stop_at_eos=False)
+    passes = canvases(llama, length, settings)
+    # This build keeps a settled token from attending to a refined one beside it, given its ids this way.
+    assert _Build.settled_ids in ((REFINED, SETTLED), (SETTLED, REFINED))
+    prompt = len(llama.instruction_tokens(INSTRUCTION))
+    alone = prompt // block - 1  # the prompt's whole blocks but the last, a clean pass each
+    windows = len(block_bounds(length, block, offset=prompt))
+    assert len(batches) == alone + len(passes)
+    riding = [b for b in batches if 0 < b[2] < b[1]]
+    assert len(riding) == windows - 1 + min(1, prompt // block)
+    assert all(settled == block for _, _, settled in riding)
 
 
 def test_aligned_blocks_follow_the_prompt() -> None:

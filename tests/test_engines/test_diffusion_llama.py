@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import llama_cpp
 import numpy as np
@@ -162,9 +163,9 @@ def test_caches_decode_less_and_full_path_matches_llada(
     decoded: list[int] = []
     original = cached._decode
 
-    def counting(tokens: list[int], position: int, row_lo: int | None, row_hi: int | None) -> np.ndarray:
+    def counting(tokens: list[int], position: int, row_lo: int | None, row_hi: int | None, **kw: Any) -> np.ndarray:
         decoded.append(len(tokens))
-        return original(tokens, position, row_lo, row_hi)
+        return original(tokens, position, row_lo, row_hi, **kw)
 
     cached._decode = counting  # type: ignore[method-assign]  # counts the tokens each decode evaluates
     engine = DiffusionEngine(cached, "cached")

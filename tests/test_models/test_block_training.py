@@ -190,7 +190,8 @@ def test_the_router_charges_a_block_causal_drafter_by_the_block_cache(
     tiny_llama_path: Path, tmp_path: Path, sharpen_home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A drafter trained block-causally always decodes block by block, whatever diffusion.cache says: its
-    estimate counts clean passes of a block, not the dual cache's full passes."""
+    estimate counts the block cache's passes and settled blocks riding along, not the dual cache's full
+    passes."""
     from app.cli import main
 
     model = adapted_model(
@@ -213,4 +214,4 @@ def test_the_router_charges_a_block_causal_drafter_by_the_block_cache(
     capsys.readouterr()
     assert main(["route", "--kind", "draft", "--tokens", "256", "--engine", "diffusion", "--explain"]) == 0
     explained = capsys.readouterr().out
-    assert "clean passes of 8, block-causal cache" in explained, explained
+    assert "with a settled block of 8 riding along" in explained and "block-causal cache" in explained, explained

@@ -198,16 +198,21 @@ def test_one_more_token_opening_a_block_costs_more_not_less() -> None:
     assert estimate_diffusion(65, 0, 0, plan, diff).seconds > estimate_diffusion(64, 0, 0, plan, diff).seconds
 
 
-def test_block_causal_costs_one_pass_over_a_block_per_step_and_one_clean_pass_per_settled_block() -> None:
+def test_block_causal_costs_one_pass_over_a_block_per_step_and_each_settled_block_its_rows_once() -> None:
     diff = DiffusionCosts(pass_base_s=0.01, pass_s_per_position=0.001, cache="block")
     plan = DiffusionPlan(steps=64, block_length=8)
-    # 200 prompt tokens: 25 whole blocks written once; 256 tokens open 32 blocks, 31 of them settled.
+    # 200 prompt tokens: 25 whole blocks, 24 with a clean pass of their own (0.018 s) and the last riding
+    # along with the first window's first pass (its 8 rows, 0.008 s); 256 tokens open 32 windows, and each
+    # but the last rides along with the next one's first pass.
     estimate = estimate_diffusion(256, 200, 0, plan, diff)
-    assert estimate.seconds == pytest.approx((25 + 31) * 0.018 + 64 * 0.018)
-    assert "block-causal" in estimate.detail
-    # A prompt ending mid-block: its last tokens share the first block (33 blocks, 32 settled besides the
-    # prompt's 25 whole ones).
-    assert estimate_diffusion(256, 203, 0, plan, diff).seconds == pytest.approx((25 + 32) * 0.018 + 64 * 0.018)
+    assert estimate.seconds == pytest.approx(24 * 0.018 + (1 + 31) * 0.008 + 64 * 0.018)
+    assert "block-causal" in estimate.detail and "32 of them with a settled block of 8 riding" in estimate.detail
+    # A prompt ending mid-block: its last tokens share the first window (33 windows).
+    assert estimate_diffusion(256, 203, 0, plan, diff).seconds == pytest.approx(
+        24 * 0.018 + (1 + 32) * 0.008 + 64 * 0.018
+    )
+    # A prompt shorter than a block: nothing rides with the first of its 3 windows (a pass each).
+    assert estimate_diffusion(16, 5, 0, replace(plan, steps=3), diff).seconds == pytest.approx(3 * 0.018 + 2 * 0.008)
     # Text after the draft cannot be seen block-causally: the dual cache's cost instead.
     dual = replace(diff, cache="dual")
     assert estimate_diffusion(256, 200, 10, plan, diff).seconds == estimate_diffusion(256, 200, 10, plan, dual).seconds

@@ -54,6 +54,16 @@ class _Settled:
         return _Settled(tokens.copy(), context, last_hidden)
 
 
+def _riding_mask(riding: int, clean: int, end: int, device: torch.device | str) -> torch.Tensor:
+    """Attention (rows, keys) for a batch of positions riding..end-1 whose first `clean` are a settled
+    block: every row sees the settled keys before the batch, and the settled block's rows never see the
+    window's."""
+    rows = end - riding
+    mask = torch.ones(rows, riding + rows, dtype=torch.bool, device=device)
+    mask[:clean, riding + clean :] = False
+    return mask
+
+
 @dataclass
 class _Window:
     """What the stored keys and values were computed for."""
@@ -186,23 +196,36 @@ class TorchDiffusionBackend:
     def _block_logits(self, tokens: np.ndarray, start: int) -> np.ndarray:
         """Block-causal: a clean pass for each aligned block settled since the last call (the prompt's
         whole blocks on the first), each attending to the settled keys and values before it; then the
-        window's block alone against them. `tokens` ends with the window."""
-        lo = block_start(start, self._block_length)
+        window's block alone against them. The block before the window, once settled, rides along with the
+        window's first pass instead: one batch, its rows kept from seeing the window's. `tokens` ends with
+        the window."""
+        block = self._block_length
+        lo = block_start(start, block)
         end = len(tokens)
-        if end - lo > self._block_length:
-            raise EngineError(f"a block-causal window must lie in one block of {self._block_length}")
+        if end - lo > block:
+            raise EngineError(f"a block-causal window must lie in one block of {block}")
         settled = self._settled
         if settled is None or settled.length > lo or not np.array_equal(settled.tokens, tokens[: settled.length]):
             settled = _Settled(np.empty(0, dtype=np.int64), None, None)
-        while settled.length < lo:
-            upto = min(lo, block_start(settled.length, self._block_length) + self._block_length)
+        riding = max(settled.length, lo - block)
+        while settled.length < riding:
+            upto = min(riding, block_start(settled.length, block) + block)
             hidden, computed = self._run(tokens, settled.length, upto, settled.context)
             settled = settled.extended(tokens[:upto], computed, hidden[:, -1:])
             self.clean_passes += 1
+        first_row, last_row = start - self.shift, end - self.shift
+        if riding < lo:
+            clean = lo - riding
+            mask = _riding_mask(riding, clean, end, self.device)
+            hidden, computed = self._run(tokens, riding, end, settled.context, mask)
+            kept = [LayerKV(kv.keys[:, :, :clean], kv.values[:, :, :clean]) for kv in computed]
+            self._settled = settled.extended(tokens[:lo], kept, hidden[:, clean - 1 : clean])
+            self.clean_passes += 1
+            self.cached_passes += 1
+            return self._rows(hidden[:, first_row - riding : last_row - riding])
         self._settled = settled
         hidden, _ = self._run(tokens, lo, end, settled.context)
         self.cached_passes += 1
-        first_row, last_row = start - self.shift, end - self.shift
         if first_row >= lo:
             return self._rows(hidden[:, first_row - lo : last_row - lo])
         # A block's first prediction sits on the settled block's last row (shifted logits): fixed since
