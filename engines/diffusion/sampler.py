@@ -14,6 +14,7 @@ import numpy as np
 
 from engines.cancel import NEVER_CANCELLED, CancelToken
 from engines.diffusion.backend import CacheMode, DiffusionBackend
+from engines.diffusion.blank_lines import BlankLines
 from engines.diffusion.block_samplers import authors_proposals, fast_dllm_v2_choice, sdar_choice, sub_block_at
 from engines.diffusion.schedule import block_commits, even_split, timestep_commits, timestep_share
 from engines.diffusion.scoring import Proposals, propose
@@ -115,6 +116,17 @@ class _Canvas:
 class DiffusionSampler:
     def __init__(self, backend: DiffusionBackend) -> None:
         self.backend = backend
+        self._blank_lines: BlankLines | None = None  # the vocabulary's newline tokens, read on first use
+
+    def blank_lines(self, limit: int) -> BlankLines | None:
+        """The blank-lines rule at `limit` (None: off)."""
+        if limit < 1:
+            return None
+        if self._blank_lines is None:
+            backend = self.backend
+            self._blank_lines = BlankLines(backend.piece, backend.vocab_size, backend.mask_token_id, limit)
+        self._blank_lines.limit = limit
+        return self._blank_lines
 
     def generate(
         self,
@@ -143,6 +155,8 @@ class DiffusionSampler:
         finish: FinishReason = "length"
 
         align = canvas.offset if used == "block" else 0
+        # Sharpen's own rule, as eos and spacing are: the authors' loops run as published.
+        blank_lines = self.blank_lines(settings.blank_lines if settings.sampler == "sharpen" else 0)
         windows = list(self._windows(settings, length, align))
         for number, window in enumerate(windows):
             while len(masked := canvas.masked_positions(window.lo, window.hi)):
@@ -172,6 +186,8 @@ class DiffusionSampler:
                 if settings.no_repeat_ngram:
                     settled = canvas.tokens != canvas.mask
                     ban_repeats(rows, canvas.tokens, settled, step.masked, settings.no_repeat_ngram)
+                if blank_lines is not None:
+                    blank_lines.ban(rows, canvas.tokens, step.masked)
                 if settings.sampler == "sharpen":
                     proposals = propose(
                         rows,
@@ -184,6 +200,12 @@ class DiffusionSampler:
                     tier = tiers(settings.eos, np.isin(proposals.tokens, eos_ids), step.masked == first_mask)
                     ranking = Ranking.of(proposals, tier, step.masked)
                     chosen = _choose(settings, ranking, window, rng)
+                    if blank_lines is not None:
+                        chosen = chosen[
+                            blank_lines.kept(
+                                canvas.tokens, step.masked[chosen], proposals.tokens[chosen], proposals.scores[chosen]
+                            )
+                        ]
                     tokens, probabilities = proposals.tokens[chosen], proposals.probabilities[chosen]
                 else:
                     chosen, tokens, probabilities = _authors_choice(settings, rows, window, step.first_token, rng)

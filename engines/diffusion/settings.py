@@ -34,7 +34,7 @@ class DiffusionSettings:
 
     `sampler` "sdar" and "fast_dllm_v2" are the authors' own loops for those block-causal models
     (engines/diffusion/block_samplers.py), on the blocks schedule: they decide what a pass commits by
-    themselves, so `algorithm`, `eos` and `spacing` do not apply. "sdar" is SDAR's generate: each block
+    themselves, so `algorithm`, `eos`, `spacing` and `blank_lines` do not apply. "sdar" is SDAR's generate: each block
     gets steps // blocks denoising steps and commits get_num_transfer_tokens(block_length, those steps) per
     step, the most confident first, or (with `threshold`: low_confidence_dynamic) every position above the
     threshold where there are at least that many; the draft stops after a block in which end-of-text
@@ -86,21 +86,31 @@ class DiffusionSettings:
         between(0, 16),
         metavar="N",
     )
+    # Drafters that run out of text pad with newlines and lone brackets ("[\n\n[\n\n["):
+    # engines/diffusion/blank_lines.py keeps a pass from settling a token that makes the run too long.
+    blank_lines: int = option(
+        2,
+        "a pass never settles a token that makes more than this many empty or one-character lines in a row; 0 is off",
+        between(0, 16),
+        metavar="N",
+    )
     # Stop as soon as the settled text reaches an end-of-text token (LLaDA's reference code always
     # runs every step instead; benchmarks that measure a fixed amount of work turn this off).
     stop_at_eos: bool = True
     sampler: Sampler = option(
         "sharpen",
-        "whose decoding loop: sharpen (Sharpen's: schedule, algorithm, eos and spacing apply), or the authors' "
-        "for block-causal models, which ignore those: sdar (SDAR's generate) or fast_dllm_v2 (Fast-dLLM v2's)",
+        "whose decoding loop: sharpen (Sharpen's: schedule, algorithm, eos, spacing and blank_lines apply), "
+        "or the authors' for block-causal models, which ignore those: sdar (SDAR's generate) or fast_dllm_v2 "
+        "(Fast-dLLM v2's)",
     )
     sub_block: int = option(8, "fast_dllm_v2: the sub-blocks a block is refined in, in turn", at_least(1), metavar="S")
 
     @classmethod
     def reference(cls, **changes: Any) -> DiffusionSettings:
-        """LLaDA's and Dream's own behaviour (end-of-text like any token, no spacing, repeats allowed), for comparisons
+        """LLaDA's and Dream's own behaviour (end-of-text like any token, no spacing, repeats and blank lines
+        allowed), for comparisons
         with the authors' code and for benchmarks of a fixed amount of work."""
-        reference: dict[str, Any] = {"eos": "free", "spacing": 0, "no_repeat_ngram": 0}
+        reference: dict[str, Any] = {"eos": "free", "spacing": 0, "no_repeat_ngram": 0, "blank_lines": 0}
         return cls(**(reference | changes))
 
     @classmethod
