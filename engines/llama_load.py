@@ -85,7 +85,11 @@ def hold_sequences(llama: llama_cpp.Llama, sequences: int) -> None:
     params.n_seq_max = sequences
     params.kv_unified = True
     llama._ctx.close()  # its KV cache is freed before the new one is allocated
-    context = _internals.LlamaContext(model=llama._model, params=params, verbose=False)
+    try:
+        context = _internals.LlamaContext(model=llama._model, params=params, verbose=False)
+    except ValueError as error:
+        llama.close()
+        raise ModelLoadError(f"llama.cpp could not make a context of {sequences} sequences ({error})") from error
     llama._ctx = context
     if llama._lora_adapter is not None:
         adapters = (llama_cpp.llama_adapter_lora_p_ctypes * 1)(llama._lora_adapter)  # type: ignore[misc]

@@ -46,12 +46,14 @@ class Around:
 class BlankLines:
     """The rule for one vocabulary: the tokens that can end or make a blank line, and what lines each holds."""
 
-    def __init__(self, piece: Callable[[int], str], vocab_size: int, mask: int, limit: int) -> None:
-        self.mask, self.limit = mask, limit
+    def __init__(
+        self, piece: Callable[[int], str], vocab_size: int, mask: int, limit: int, eos: frozenset[int] = frozenset()
+    ) -> None:
+        self.mask, self.limit, self.eos = mask, limit, eos
         self.pieces = [piece(token) for token in range(vocab_size)]  # read once: every pass reads them
         rows: list[tuple[int, ...]] = []
         for token, text in enumerate(self.pieces):
-            if token == mask:
+            if token == mask or token in eos:  # end-of-text ends the draft: nothing after it is text
                 continue
             lines = text.split("\n")
             if len(lines) == 1 and _visible(text) >= TEXT:
@@ -81,6 +83,8 @@ class BlankLines:
             lo -= 1
         hi = position + 1
         while hi < len(tokens) and hi - position <= LOOKBACK and int(tokens[hi]) != self.mask:
+            if int(tokens[hi]) in self.eos:  # the draft ends here: the line goes no further
+                break
             hi += 1
         pieces = self.pieces
         before = "".join(pieces[t] for t in tokens[lo:position].tolist()).split("\n")

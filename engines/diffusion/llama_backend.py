@@ -268,6 +268,8 @@ class LlamaDiffusionBackend:
                 if np.allclose(beside, alone, rtol=0.0, atol=1e-2):
                     return ids
             return ()
+        except EngineError:  # a build that refuses a token in two sequences: each block keeps its own pass
+            return ()
         finally:
             self._ctx.kv_cache_clear()
 
@@ -327,7 +329,7 @@ class LlamaDiffusionBackend:
         while settled < riding:
             upto = min(riding, block_start(settled, block) + block)
             clean = self._decode(tokens[settled:upto], settled, upto - 1, upto, shared=upto - settled, settled_ids=ids)
-            self._settled_row, self._settled, settled = clean[0], tokens[:upto], upto
+            self._settled_row, self._settled, settled = clean[0].copy(), tokens[:upto], upto
             self.clean_passes += 1
         first_row = start - self.shift
         if riding < lo:
@@ -336,7 +338,7 @@ class LlamaDiffusionBackend:
             rows = self._decode(
                 tokens[riding:end], riding, lo - 1, end - self.shift, shared=lo - riding, settled_ids=ids
             )
-            self._settled_row, self._settled = rows[0], tokens[:lo]
+            self._settled_row, self._settled = rows[0].copy(), tokens[:lo]
             self.clean_passes += 1
             self.cached_passes += 1
             return rows[first_row - (lo - 1) :]

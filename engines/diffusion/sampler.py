@@ -124,7 +124,9 @@ class DiffusionSampler:
             return None
         if self._blank_lines is None:
             backend = self.backend
-            self._blank_lines = BlankLines(backend.piece, backend.vocab_size, backend.mask_token_id, limit)
+            self._blank_lines = BlankLines(
+                backend.piece, backend.vocab_size, backend.mask_token_id, limit, frozenset(backend.eos_token_ids)
+            )
         self._blank_lines.limit = limit
         return self._blank_lines
 

@@ -60,6 +60,18 @@ def test_a_line_cut_off_by_a_mask_is_taken_as_text() -> None:
     assert NEWLINE in set(rule().banned(canvas, 4).tolist())
 
 
+def test_end_of_text_is_never_banned_and_ends_the_text_read_after_a_position() -> None:
+    # llama.cpp renders end-of-text as nothing: as a piece it would "close" a blank line.
+    pieces = [*PIECES[:EOS], "", *PIECES[EOS + 1 :]]
+    with_eos = BlankLines(pieces.__getitem__, len(pieces), MASK, 2, frozenset({EOS}))
+    canvas = np.array([WORD, TWO_NEWLINES, NEWLINE, MASK, NEWLINE], dtype=np.int64)
+    assert EOS not in set(with_eos.banned(canvas, 3).tolist())
+    # What follows end-of-text is not part of the draft: the bracket's line does not end there.
+    canvas = np.array([WORD, TWO_NEWLINES, NEWLINE, MASK, EOS, NEWLINE], dtype=np.int64)
+    assert BRACKET not in set(with_eos.banned(canvas, 3).tolist())
+    assert BRACKET in set(with_eos.banned(np.delete(canvas, 4), 3).tolist())
+
+
 def test_commits_of_one_pass_are_checked_left_to_right() -> None:
     canvas = np.array([WORD, MASK, MASK, MASK, MASK], dtype=np.int64)
     positions = np.array([4, 1, 2, 3])
