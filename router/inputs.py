@@ -236,8 +236,10 @@ class RouteInputs:
 
 
 def _trained_for(cache: CacheMode, block_causal_length: int) -> CacheMode:
-    """The cache a draft model runs with: a model trained block-causally always decodes block by block (the
-    backends force it; full attention would run another model), unless every cache is off."""
+    """The cache a draft model is estimated with: a model trained block-causally decodes block by block (the
+    backends force it; full attention would run another model), unless every cache is off. Under "none"
+    the torch backend re-decodes every pass under a block mask, as estimated; llama.cpp, which has no such
+    mask inside one batch, keeps the block cache, so a block-causal GGUF's estimate under "none" reads high."""
     return "block" if block_causal_length and cache != "none" else cache
 
 

@@ -353,6 +353,7 @@ class LlamaDiffusionBackend:
         return rows
 
     def _forget_from(self, position: int) -> None:
+        # Not LlamaContext.kv_cache_seq_rm: it turns sequence -1 (every sequence) into 0.
         if self._ctx.memory is not None:
             llama_cpp.llama_memory_seq_rm(self._ctx.memory, EVERY_SEQUENCE, position, -1)
 

@@ -108,8 +108,7 @@ class DiffusionSettings:
     @classmethod
     def reference(cls, **changes: Any) -> DiffusionSettings:
         """LLaDA's and Dream's own behaviour (end-of-text like any token, no spacing, repeats and blank lines
-        allowed), for comparisons
-        with the authors' code and for benchmarks of a fixed amount of work."""
+        allowed), for comparisons with the authors' code and for benchmarks of a fixed amount of work."""
         reference: dict[str, Any] = {"eos": "free", "spacing": 0, "no_repeat_ngram": 0, "blank_lines": 0}
         return cls(**(reference | changes))
 
