@@ -60,9 +60,13 @@ def test_the_shipped_diffusion_model_loads_and_drafts() -> None:
     events = list(engine.draft("Write a short FAQ about tides.", 48, replace(settings, steps=12)))
     done = events[-1]
     assert isinstance(done, Done) and "tide" in done.text.lower(), done
-    # Blocks of 8 at K = N/4: two refining passes a block (end-of-text kept in order may add a few), each over
-    # the block alone.
-    assert 6 <= sum(isinstance(e, Pass) for e in events) <= 24
+    # Blocks of 8 at K = N/4: each pass over one block alone, at most two a block (end-of-text kept in order
+    # may add a few). The draft may end early at end-of-text (it wrote 4 passes on an AMD EPYC, 6 or more on
+    # an Intel Xeon), so the passes are counted against the blocks it wrote.
+    windows = [e.window for e in events if isinstance(e, Pass)]
+    assert windows and all(hi - lo <= 8 for lo, hi in windows), windows
+    blocks = len(set(windows))
+    assert blocks <= len(windows) <= 2 * blocks + 4, windows
     assert backend.clean_passes >= 1 and backend.full_passes == 0
 
 
