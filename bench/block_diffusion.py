@@ -63,15 +63,16 @@ class Model:
     path: Path
 
 
-def drafter_file() -> Path:
-    """The embedded drafter as the service serves it: SmolLM2 with the adapter merged, at Q8_0."""
-    target = OUT / "sharpen-draft-merged-q8_0.gguf"
+def drafter_file(quantization: str = "Q8_0") -> Path:
+    """The embedded drafter as the service serves it: SmolLM2 with the adapter merged, at Q8_0 (or another
+    ggml type, for bench/merged_types.py)."""
+    target = OUT / f"sharpen-draft-merged-{quantization.lower()}.gguf"
     if not target.exists():
         base = resolve_model("smollm2-135m-instruct").path
         info = adapter_info(ADAPTER)
         verify_base(base, info)
         OUT.mkdir(parents=True, exist_ok=True)
-        write_merged_file(AdaptedModel(base, info, base_as_diffusion(base, info)), target, "Q8_0")
+        write_merged_file(AdaptedModel(base, info, base_as_diffusion(base, info)), target, quantization)
     return target
 
 

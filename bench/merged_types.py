@@ -5,10 +5,10 @@ This bench writes the same merge at Q8_0, BF16 and F16 and times one llama.cpp d
 for each) against a 200-token cache for each of them and for the AR model beside it (SmolLM2 Q4_1, causal),
 the files interleaved over `--rounds` rounds, medians of each round's median of 5. A block of 8 at the
 router's K = N/4 costs a 16-row pass (the settled block riding along) and an 8-row pass: the last column
-is that pair per token, relative to one AR row. On a CPU with AVX512_BF16, llama.cpp's BF16 kernels
-(llamafile's tinyBLAS) make the block passes cheaper than Q8_0's; elsewhere BF16 is converted to f32.
-One llama.cpp job at a time: run it on an idle machine, without OMP_WAIT_POLICY=PASSIVE (it triples the
-cost of a pass on 2 cores).
+is that pair per token, relative to one AR row. On an AMD EPYC with AVX512_BF16, llama.cpp's BF16 kernels
+made the block passes cheaper than Q8_0's (docs/embedded-model.md); other CPUs were not measured.
+One llama.cpp job at a time: run it on an idle machine, without OMP_WAIT_POLICY=PASSIVE (it made an 8-row
+pass 2.6 times as costly on 2 cores).
 
     .venv/bin/python bench/merged_types.py [--types Q8_0,BF16,F16] [--rounds 3]
 """
@@ -23,26 +23,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import llama_cpp
-from block_diffusion import ADAPTER, DOCUMENTS, OUT, PROMPT_TOKENS, ROWS, row_costs
+from block_diffusion import DOCUMENTS, PROMPT_TOKENS, ROWS, drafter_file, row_costs
 from machine import describe_machine
 
 from engines.diffusion.llama_backend import LlamaDiffusionBackend
 from engines.diffusion.load_settings import DiffusionLoadSettings
 from engines.llama_ar import LlamaAREngine, LlamaSettings
-from models.adapted import AdaptedModel, adapter_info, base_as_diffusion, verify_base, write_merged_file
 from models.catalogue import resolve_model
 
 BLOCK = 8
-
-
-def merged(base: Path, quantization: str) -> Path:
-    target = OUT / f"sharpen-draft-merged-{quantization.lower()}.gguf"
-    if not target.exists():
-        info = adapter_info(ADAPTER)
-        verify_base(base, info)
-        OUT.mkdir(parents=True, exist_ok=True)
-        write_merged_file(AdaptedModel(base, info, base_as_diffusion(base, info)), target, quantization)
-    return target
 
 
 def main() -> None:
@@ -58,7 +47,7 @@ def main() -> None:
     prompt = ar._llama.tokenize(document.encode(), add_bos=True)[:PROMPT_TOKENS]
     llamas = {"SmolLM2-135M-Instruct Q4_1 (AR)": ar._llama}
     for quantization in args.types.split(","):
-        backend = LlamaDiffusionBackend(merged(base, quantization), DiffusionLoadSettings(n_ctx=1024, cache="block"))
+        backend = LlamaDiffusionBackend(drafter_file(quantization), DiffusionLoadSettings(n_ctx=1024, cache="block"))
         llamas[f"sharpen-draft merged at {quantization}"] = backend._llama
     rounds: dict[str, list[dict[int, float]]] = {label: [] for label in llamas}
     for _ in range(args.rounds):

@@ -65,8 +65,8 @@ def test_the_shipped_diffusion_model_loads_and_drafts() -> None:
     # an Intel Xeon), so the passes are counted against the blocks it wrote.
     windows = [e.window for e in events if isinstance(e, Pass)]
     assert windows and all(hi - lo <= 8 for lo, hi in windows), windows
-    blocks = len(set(windows))
-    assert blocks <= len(windows) <= 2 * blocks + 4, windows
+    assert len(windows) <= 2 * len(set(windows)) + 4, windows
+    assert done.stats.generated_tokens > len(windows), "a pass settles several tokens"
     assert backend.clean_passes >= 1 and backend.full_passes == 0
 
 
