@@ -93,11 +93,15 @@ class SharpenService:
     def draft(self, request: DraftRequest, *, cancel: CancelToken | None = None) -> Reply:
         """A draft or a rewrite: routed (the document around the cursor counted in), its options settled
         once, on the drafter of the engine the route chose. The engine loads and runs when the reply is
-        iterated; the document is fitted to the model's context then, and the reply records what was left out."""
+        iterated; the document is fitted to the model's context then, and the reply records what was left out.
+        The first draft on a fresh install measures the engines first (a few seconds; router.auto_calibrate)."""
         tokens = request.tokens or self.config.diffusion.tokens
         overrides = {name: value for name, value in request.overrides.items() if value is not None}
         settings = self.draft_settings.resolve(**overrides)
+        measured = self.calibrations.before_draft(cancel, enabled=self.config.router.auto_calibrate)
         route = self._draft_route(request, tokens, self.draft_settings.plan(settings))
+        if measured is not None:
+            route = replace(route, reason=f"{route.reason}; {measured}")
         if route.engine == "ar":
             sampling = self._sampling(
                 self.config.chat.temperature if request.asked else self.config.complete.temperature,
@@ -125,10 +129,6 @@ class SharpenService:
             return self.routing.route(request, plan or self.draft_settings.plan(), policy)
         except NoEngineAvailable as error:
             raise RoutingError(str(error)) from None
-
-    def calibrate_in_background(self, cancel: CancelToken) -> str | None:
-        """After a diffusion draft, in a worker: measure a new draft model; what to tell the user, or None."""
-        return self.calibrations.in_background(cancel, enabled=self.config.router.auto_calibrate)
 
     def use_model(self, role: str, name: str, *, force: bool = False) -> None:
         """Point a role ("complete" or "draft") at a model, in the config file and in this session."""

@@ -14,9 +14,12 @@ One llama.cpp job at a time: run it on an idle machine.
 
     .venv/bin/python bench/drafter_vs_ar.py [--prompts 20] [--lengths 128,256] [--rewrites 6]
         [--set models.draft=CANDIDATE.gguf --set diffusion.threshold=0.9 ...]
+        [--candidate bf16:models.draft=bench/out/sharpen-draft-merged-bf16.gguf ...]
 
 `--set` changes a setting of the fresh install (as `sharpen config set` would): to measure a candidate
-drafter, or other decoding settings, against the same AR model.
+drafter, or other decoding settings, against the same AR model. `--candidate LABEL:KEY=VALUE[;KEY=VALUE]`
+adds another fresh install with those settings whose diffusion drafts are interleaved with the others (side
+by side in one run: the machine's noise falls on all alike).
 """
 
 from __future__ import annotations
@@ -117,22 +120,36 @@ def run(service: SharpenService, request: DraftRequest, tally: Tally) -> str:
     return text
 
 
+def fresh_install(changes: list[str]) -> SharpenService:
+    """A service on a new, empty Sharpen home with `changes` (KEY=VALUE) made to its config."""
+    paths = SharpenPaths.under(Path(tempfile.mkdtemp(prefix="sharpen-bench-")))
+    for change in changes:
+        key, _, value = change.partition("=")
+        set_value(paths.config_file, key, value)
+    return SharpenService(load_config(paths.config_file), paths)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--prompts", type=int, default=20)
     parser.add_argument("--lengths", default="128,256")
     parser.add_argument("--rewrites", type=int, default=6, help="paragraphs to rewrite (each three ways)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a setting changed")
+    parser.add_argument(
+        "--candidate", action="append", default=[], metavar="LABEL:KEY=VALUE[;KEY=VALUE]", help="another drafter"
+    )
     args = parser.parse_args()
     print(f"machine: {describe_machine()}")
-    home = Path(tempfile.mkdtemp(prefix="sharpen-bench-"))
-    paths = SharpenPaths.under(home)
     for change in args.set:
-        key, _, value = change.partition("=")
-        set_value(paths.config_file, key, value)
-        print(f"set {key} = {value}")
-    service = SharpenService(load_config(paths.config_file), paths)  # a fresh install's defaults
+        print(f"set {change}")
+    service = fresh_install(args.set)  # a fresh install's defaults
     print(f"models: AR {service.config.models.complete}, diffusion {service.config.models.draft}; defaults")
+    runs: list[tuple[str, SharpenService, EngineName]] = [("diffusion", service, "diffusion"), ("ar", service, "ar")]
+    for candidate in args.candidate:
+        label, _, changes = candidate.partition(":")
+        runs.append((label, fresh_install([*args.set, *changes.split(";")]), "diffusion"))
+        print(f"candidate {label}: {changes}")
+    labels = [label for label, _, _ in runs]
     scorer = llama_cpp.Llama(
         str(resolve_model("smollm2-135m-instruct").path), n_ctx=1024, n_batch=512, logits_all=True, verbose=False
     )
@@ -140,19 +157,19 @@ def main() -> None:
     assert isinstance(ar, LlamaAREngine), "the embedded AR model scores the drafts"
     pairs = prompts_of("unseen", args.prompts)
     lengths = [int(n) for n in args.lengths.split(",")]
-    drafts = {(n, engine): Tally() for n in lengths for engine in ENGINES}
+    drafts = {(n, label): Tally() for n in lengths for label in labels}
     floor: list[float] = []
     rng = random.Random(0)
     for n in lengths:
         for instruction, topic_words in pairs:
-            for engine in ENGINES:  # interleaved: the machine's noise falls on both alike
-                tally = drafts[n, engine]
-                text = run(service, DraftRequest("draft", instruction, tokens=n, engine=engine), tally)
+            for label, runner, engine in runs:  # interleaved: the machine's noise falls on all alike
+                tally = drafts[n, label]
+                text = run(runner, DraftRequest("draft", instruction, tokens=n, engine=engine), tally)
                 tally.topical.append(on_topic(text, topic_words))
                 tally.repeats.append(repeated_trigrams(text))
                 tally.blank_runs.append(has_blank_run(text))
                 tally.perplexity.append(scored(scorer, ar, instruction, text)[0])
-                if engine == "ar" and n == lengths[0]:
+                if label == "ar" and n == lengths[0]:
                     words = text.split()
                     rng.shuffle(words)
                     floor.append(scored(scorer, ar, instruction, " ".join(words))[0])
@@ -166,13 +183,13 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n in lengths:
         ar_rate = drafts[n, "ar"].tokens_per_s
-        for engine in ENGINES:
-            tally = drafts[n, engine]
+        for label in labels:
+            tally = drafts[n, label]
             position = (math.log(statistics.median(tally.perplexity)) - teacher) / (shuffled - teacher)
             measured, estimated = statistics.median(tally.seconds), statistics.median(tally.estimated)
             errors = [e / m - 1 for e, m in zip(tally.estimated_written, tally.seconds, strict=True)]
             print(
-                f"| {n} | {engine} | {tally.tokens_per_s:.1f} | {tally.tokens_per_s / ar_rate:.2f} | "
+                f"| {n} | {label} | {tally.tokens_per_s:.1f} | {tally.tokens_per_s / ar_rate:.2f} | "
                 f"{sum(tally.topical)} of {len(tally.topical)} | {statistics.mean(tally.repeats):.0%} | "
                 f"{sum(tally.blank_runs)} | {position:.2f} | {sum(tally.passes) / max(1, sum(tally.tokens)):.2f} | "
                 f"{measured:.2f} | "
@@ -181,6 +198,9 @@ def main() -> None:
         faster_estimated = min(ENGINES, key=lambda e: statistics.median(drafts[n, e].estimated))
         faster_measured = min(ENGINES, key=lambda e: statistics.median(drafts[n, e].seconds))
         print(f"| {n} | the router's estimates pick {faster_estimated}; measured faster: {faster_measured} |")
+        plan = service.draft_settings.plan(service.draft_settings.resolve())
+        chosen = service._draft_route(DraftRequest("draft", pairs[0][0], tokens=n), n, plan)
+        print(f"| {n} | routed (not forced) to {chosen.engine}: {chosen.reason} |")
 
     if not args.rewrites:
         return

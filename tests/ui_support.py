@@ -31,8 +31,8 @@ def make_config(
     auto_calibrate: bool = False,
     **ui: Unpack[UiOverrides],
 ) -> Config:
-    """The TUI tests' config. The background calibration is off unless a test asks for it: it would compete
-    with the test's own timing on two cores."""
+    """The TUI tests' config. The quick calibration before a fresh install's first draft is off unless a test
+    asks for it: it would add its seconds to every test's first draft."""
     config = Config()
     overrides: UiOverrides = {"debounce_ms": 50, **ui}
     return dataclasses.replace(

@@ -30,7 +30,7 @@ from engines.cancel import CancelToken
 from engines.diffusion.trace import Trace, TraceError, load_trace
 from router.request import approximate_tokens
 from ui.bindings import bindings, key_rows, keymap
-from ui.draft_panel import DraftEnded, DraftPanel, DraftRun, DraftStarted
+from ui.draft_panel import DraftEnded, DraftPanel, DraftRun
 from ui.editor import SharpenEditor
 from ui.find_bar import FindBar
 from ui.requests import draft_at_cursor, rewrite_of_selection
@@ -57,7 +57,6 @@ class SharpenApp(App[None]):
         self.history = DraftHistory(service.paths.state_dir / "drafts.sqlite3")
         self.saved_text = ""
         self.autosaved_text = ""
-        self._calibration = CancelToken()
         self.recent_files = RecentFiles(service.paths.state_dir / "recent_files.json")
         self.counter = TextCounter()
         self._saved_theme = ""
@@ -395,7 +394,6 @@ class SharpenApp(App[None]):
         self.exit()
 
     def on_unmount(self) -> None:
-        self._calibration.cancel()
         # The app is closing: a failed autosave must not turn a clean exit into a traceback.
         with contextlib.suppress(Exception):
             self.autosave()
@@ -445,10 +443,6 @@ class SharpenApp(App[None]):
     def start_draft(self, request: DraftRequest, label: str) -> None:
         """Hand the request to the panel, which routes and refines it in a worker."""
         self.panel.start(request, label)
-
-    @on(DraftStarted)
-    def postpone_calibration(self) -> None:
-        self._calibration.cancel()  # a draft comes first; the calibration runs again after it
 
     def action_another_candidate(self) -> None:
         if not self.panel.another_candidate():
@@ -516,23 +510,6 @@ class SharpenApp(App[None]):
             self.notify("a draft is refining: esc cancels it")
             return
         self.panel.show_past(past, trace)
-
-    @on(DraftEnded)
-    def calibrate_in_background(self, ended: DraftEnded) -> None:
-        """After a diffusion draft, the service may measure this machine (the first time a draft model is
-        used), so later routes use its own costs."""
-        calibrating = any(worker.group == "calibrate" and worker.is_running for worker in self.workers)
-        if ended.engine != "diffusion" or calibrating:
-            return
-        cancel = CancelToken()
-        self._calibration = cancel
-        self.run_worker(lambda: self._calibrate(cancel), thread=True, group="calibrate", exit_on_error=False)
-
-    def _calibrate(self, cancel: CancelToken) -> None:
-        message = self.service.calibrate_in_background(cancel)
-        if message is not None:
-            severity = "warning" if message.startswith("could not") else "information"
-            self.call_from_thread(self.notify, message, severity=severity)
 
     def action_cancel_draft(self) -> None:
         if self.panel.cancel() and self.panel.run is None:

@@ -110,11 +110,6 @@ class Failed(Message):
 
 
 @dataclass
-class DraftStarted(Message):
-    """A draft (or another candidate) started. Bubbles up to the app."""
-
-
-@dataclass
 class DraftEnded(Message):
     """A draft finished (or was cancelled): its engine is free again. Bubbles up to the app."""
 
@@ -183,7 +178,6 @@ class DraftPanel(Vertical):
             tokens_per_s=0.0,
             elapsed_s=0.0,
         )
-        self.post_message(DraftStarted())
         self.run_worker(lambda: self._refine(run, request), thread=True, group="draft", exit_on_error=False)
 
     def another_candidate(self) -> bool:
@@ -256,6 +250,8 @@ class DraftPanel(Vertical):
         """In the worker thread: route the request, run the reply, posting what the panel should show."""
         text, count = "", 0
         try:
+            if self.service.config.router.auto_calibrate and self.service.calibrations.needed():
+                self.app.call_from_thread(self.hint, "measuring this machine first (once, a few seconds)…")
             reply = self.service.draft(request, cancel=run.cancel)
             self.post_message(Routed(run, reply))
             for event in reply:

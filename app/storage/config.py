@@ -93,7 +93,9 @@ class RouterSection:
     )
     quality: Quality = option("balanced", "refinement passes per draft token: fast, balanced or best")
     auto_calibrate: bool = option(
-        True, "measure a draft model in the background (a few seconds) the first time the editor drafts with it"
+        True,
+        "before the first draft with a model whose costs are only estimated, measure it on this machine (a few "
+        "seconds for the embedded models), so routes follow this machine's costs",
     )
     latency_budget_s: float = option(
         20.0,

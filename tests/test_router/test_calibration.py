@@ -10,9 +10,13 @@ from app.storage.atomic import write_atomic
 from engines.cancel import CancelToken
 from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.llama_backend import LlamaDiffusionBackend
+from engines.diffusion.settings import DiffusionSettings
+from engines.events import DiffusionStats, FinishReason
 from engines.llama_ar import LlamaAREngine
-from router.calibration import QUICK, CalibrationCancelled, calibrate
-from router.profile import CostProfile, default_profile, load_profile, save_profile
+from router.calibration import QUICK, CalibrationCancelled, calibrate, draft_scale
+from router.cost import estimate_diffusion
+from router.profile import CostProfile, DiffusionCosts, default_profile, load_profile, save_profile
+from router.request import DiffusionPlan
 
 
 @pytest.fixture(scope="module")
@@ -90,3 +94,31 @@ def test_a_cancelled_calibration_stops_and_saves_nothing(ar_engine: LlamaAREngin
     with pytest.raises(CalibrationCancelled):
         calibrate("cpu", ar_engine, None, QUICK, progress, cancel=cancel)
     assert len(steps) == 1, "it stopped at the next measurement"
+
+
+def _stats(total_s: float, generated: int, finish: FinishReason) -> DiffusionStats:
+    return DiffusionStats(
+        prompt_tokens=20,
+        canvas_tokens=32,
+        generated_tokens=generated,
+        passes=8,
+        total_s=total_s,
+        backend_s=0.0,
+        finish_reason=finish,
+        cache="block",
+    )
+
+
+def test_the_line_through_the_passes_is_scaled_to_the_draft_it_estimates() -> None:
+    settings = DiffusionSettings(block_length=8, schedule="blocks")
+    line = DiffusionCosts(pass_base_s=0.01, pass_s_per_position=0.002, cache="block")
+    plan = DiffusionPlan(8, 8, None, "blocks")
+    bare = estimate_diffusion(32, 20, 0, plan, line).seconds
+    scale = draft_scale(_stats(2 * bare, 32, "length"), settings, line)
+    assert scale == pytest.approx(2.0)
+    scaled = DiffusionCosts(pass_base_s=0.01 * scale, pass_s_per_position=0.002 * scale, cache="block")
+    assert estimate_diffusion(32, 20, 0, plan, scaled).seconds == pytest.approx(2 * bare)
+    # A draft that stopped at end-of-text in its second block decoded two blocks of its four, not the canvas.
+    two_blocks = estimate_diffusion(16, 20, 0, plan, line).seconds
+    assert two_blocks < bare
+    assert draft_scale(_stats(two_blocks, 10, "eos"), settings, line) == pytest.approx(1.0)

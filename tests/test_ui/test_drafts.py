@@ -178,16 +178,20 @@ async def test_a_finished_draft_is_ready_and_a_cancelled_one_cancelled(
         assert state(app) == "cancelled"
 
 
-async def test_the_first_draft_measures_the_machine_in_the_background(
+async def test_the_first_draft_measures_the_machine_before_it_is_routed(
     make_app: AppFactory, tiny_cacheable_path: Path
 ) -> None:
     app = make_app(config=make_config(tiny_cacheable_path, autocomplete=False, auto_calibrate=True))
     async with app.run_test(size=(80, 24)) as pilot:
-        assert app.service.calibrations.needed(), "a fresh install has only estimates"
+        assert app.service.calibrations.needed() == ["ar", "diffusion"], "a fresh install has only estimates"
         app.start_draft(DraftRequest("draft", "Write a note", tokens=48), "Draft")
-        assert await wait_until(pilot, lambda: state(app) == "ready")
-        assert await wait_until(pilot, lambda: not app.service.calibrations.needed(), seconds=60)
+        assert await wait_until(pilot, lambda: state(app) == "ready", seconds=60)
+        assert app.service.calibrations.needed() == []
         profile, _ = app.service.routing.cost_profile()
         assert profile.diffusion.measured and profile.diffusion.model == tiny_cacheable_path.name
+        assert profile.ar.measured and profile.ar.model == "smollm2-135m-instruct"
         assert app.service.routing.profile_path.is_file()
-        assert any("measured this machine" in n.message for n in app._notifications)
+        assert "the AR model and the draft model measured on this machine first" in app.status.info.reason
+        app.start_draft(DraftRequest("draft", "Write another note", tokens=48), "Draft")
+        assert await wait_until(pilot, lambda: state(app) == "ready", seconds=60)
+        assert "measured on this machine" not in app.status.info.reason, "once"

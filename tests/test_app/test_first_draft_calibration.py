@@ -1,0 +1,81 @@
+"""A fresh install measures its engines quickly before its first draft, so that no route is decided on
+costs guessed from the models' sizes: the real embedded AR model and a tiny real diffusion GGUF."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import app.orchestration.calibrating as calibrating
+from app.domain.draft_request import DraftRequest
+from app.service import SharpenService
+from app.storage.config import load_config, set_value
+from app.storage.paths import SharpenPaths, sharpen_paths
+from router.profile import load_profile
+from router.request import EngineName
+
+
+def fresh_install(draft_model: Path, *, auto_calibrate: bool = True) -> SharpenService:
+    paths: SharpenPaths = sharpen_paths()
+    set_value(paths.config_file, "models.draft", str(draft_model))
+    set_value(paths.config_file, "router.auto_calibrate", "true" if auto_calibrate else "false")
+    return SharpenService(load_config(paths.config_file), paths)
+
+
+def drafted(service: SharpenService, engine: EngineName = "diffusion") -> str:
+    reply = service.draft(DraftRequest("draft", "Write a note to Sam.", tokens=24, engine=engine))
+    assert reply.text() is not None and reply.done is not None
+    return reply.route.reason
+
+
+def test_the_first_draft_measures_both_engines_and_says_so_once(tiny_cacheable_path: Path) -> None:
+    service = fresh_install(tiny_cacheable_path)
+    assert service.calibrations.needed() == ["ar", "diffusion"]
+    assert not service.routing.profile_path.exists()
+    first = drafted(service, "ar")
+    assert "the AR model and the draft model measured on this machine first" in first
+    saved, warning = load_profile(service.routing.profile_path, "cpu")
+    assert warning is None and saved.calibrated
+    assert saved.ar.measured and saved.ar.model == "smollm2-135m-instruct" and saved.ar.seconds_per_token > 0
+    assert saved.diffusion.measured and saved.diffusion.model == tiny_cacheable_path.name
+    assert saved.diffusion.pass_s_per_position > 0
+    assert service.calibrations.needed() == []
+    assert "measured on this machine" not in drafted(service)
+    # The route's estimates are the measured costs now.
+    profile, _ = service.routing.cost_profile()
+    assert profile.ar == saved.ar and profile.diffusion.measured
+
+
+def test_a_new_draft_model_is_measured_alone_and_keeps_the_ar_figures(
+    tiny_cacheable_path: Path, tiny_dream_path: Path
+) -> None:
+    service = fresh_install(tiny_cacheable_path)
+    drafted(service)
+    ar_before = load_profile(service.routing.profile_path, "cpu")[0].ar
+    service.use_model("draft", str(tiny_dream_path), force=True)
+    assert service.calibrations.needed() == ["diffusion"]
+    assert "the draft model measured on this machine first" in drafted(service)
+    saved = load_profile(service.routing.profile_path, "cpu")[0]
+    assert saved.ar == ar_before
+    assert saved.diffusion.measured and saved.diffusion.model == tiny_dream_path.name
+
+
+def test_turned_off_nothing_is_measured(tiny_cacheable_path: Path) -> None:
+    service = fresh_install(tiny_cacheable_path, auto_calibrate=False)
+    assert "measured on this machine" not in drafted(service)
+    assert not service.routing.profile_path.exists()
+    profile, _ = service.routing.cost_profile()
+    assert not profile.ar.measured and not profile.diffusion.measured
+
+
+def test_a_model_estimated_too_slow_to_measure_quickly_is_left_to_sharpen_calibrate(
+    tiny_cacheable_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As for an 8B model on a CPU: a pass over 64 positions estimated longer than the limit.
+    monkeypatch.setattr(calibrating, "QUICK_PASS_LIMIT_S", 0.0)
+    service = fresh_install(tiny_cacheable_path)
+    assert service.calibrations.needed() == ["ar"]
+    assert "the AR model measured on this machine first" in drafted(service)
+    saved = load_profile(service.routing.profile_path, "cpu")[0]
+    assert saved.ar.measured and not saved.diffusion.measured
