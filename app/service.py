@@ -6,13 +6,14 @@ router/inputs.py gathers what routes are decided from.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import replace
 
 from app.domain.draft_request import DraftRequest, routing_request
 from app.domain.reply import Reply
-from app.errors import RoutingError
-from app.orchestration.calibrating import Calibrations
+from app.errors import RoutingError, SharpenError
+from app.orchestration.calibrating import LEARN_MIN_TOKENS, Calibrations
 from app.orchestration.draft_settings import DraftSettings
 from app.orchestration.drafters import ArDrafter, DiffusionDrafter
 from app.orchestration.engine_registry import EngineRegistry
@@ -21,6 +22,8 @@ from app.storage.config import Config, load_config
 from app.storage.paths import SharpenPaths, sharpen_paths
 from engines.ar_engine import Sampling, TrimPolicy
 from engines.cancel import CancelToken
+from engines.diffusion.settings import DiffusionSettings
+from engines.events import DiffusionStats
 from engines.messages import Instruction
 from router.inputs import RouteInputs, RoutingSetup
 from router.policy import NoEngineAvailable
@@ -114,7 +117,9 @@ class SharpenService:
         else:
             chosen = self.draft_settings.routed(route, settings, steps_fixed="steps" in overrides)
             job = self.diffusion.draft(request, tokens, chosen, cancel)
-        return Reply(route, job, kind=request.kind, prompt=request.recorded_prompt)
+        # A draft whose passes the request fixed ran another plan than the one the router estimates.
+        learn = None if "steps" in overrides else functools.partial(self._learn, request, settings)
+        return Reply(route, job, kind=request.kind, prompt=request.recorded_prompt, finished=learn)
 
     def candidate(self, request: DraftRequest, index: int) -> DraftRequest:
         """Candidate number `index` (1 the second) of a draft: the same request, sampled, each with its seed."""
@@ -143,6 +148,20 @@ class SharpenService:
             return route
         reason = f"{route.reason}; the estimates count ~{document_tokens} tokens of the document around the cursor"
         return replace(route, reason=reason)
+
+    def _learn(self, request: DraftRequest, settings: DiffusionSettings, reply: Reply) -> None:
+        """A finished draft's time against the router's estimate for the length it wrote, to the costs."""
+        done = reply.done
+        if done is None or done.stats.finish_reason == "cancelled" or done.stats.generated_tokens < LEARN_MIN_TOKENS:
+            return
+        stats, engine, written = done.stats, reply.route.engine, done.stats.generated_tokens
+        took = stats.total_s - stats.waited_s if isinstance(stats, DiffusionStats) else stats.total_s
+        try:  # the draft is what matters: costs that cannot be read or saved now are learnt from the next
+            plan = self.draft_settings.plan(settings)
+            route = self._draft_route(replace(request, tokens=written, engine=engine), written, plan)
+            self.calibrations.learn(engine, route.estimates[engine].seconds, took)
+        except SharpenError:
+            return
 
     def _ar_route(self, tokens: int, reason: str, rule: Rule) -> Route:
         return Route("ar", self.config.models.complete, tokens, reason=reason, rule=rule)

@@ -121,14 +121,8 @@ def _measure_diffusion(
     assert isinstance(stats, DiffusionStats)
     passes_per_token = min(1.0, stats.passes / max(1, stats.generated_tokens))
     line = DiffusionCosts(pass_base_s=base, pass_s_per_position=per_position, cache=backend.cache_mode)
-    scale = draft_scale(stats, measured, line)
-    return DiffusionCosts(
-        model=engine.model_name,
-        pass_base_s=base * scale,
-        pass_s_per_position=per_position * scale,
-        threshold_passes_per_token=passes_per_token,
-        cache=backend.cache_mode,
-    )
+    scaled = line.slower(draft_scale(stats, measured, line))
+    return replace(scaled, model=engine.model_name, threshold_passes_per_token=passes_per_token)
 
 
 def draft_scale(stats: DiffusionStats, settings: DiffusionSettings, line: DiffusionCosts) -> float:

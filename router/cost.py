@@ -53,12 +53,14 @@ def estimate_diffusion(
         return _estimate_block_causal(n, prompt_tokens, plan, costs, passes)
     if cache in ("prefix", "dual") and plan.schedule == "blocks":
         n_blocks = math.ceil(n / plan.block_length)
-        # Block b's later passes decode the block alone (dual) or from its start to the end (prefix). Its
-        # share of the passes is taken as its share of the tokens (a short last block is done in a pass or
-        # two), which also keeps the estimate from dropping when one more token opens a new block.
+        # Block b's later passes decode the block alone (dual: a whole block's rows) or from its start to the
+        # end (prefix). Under the prefix cache its share of the passes is taken as its share of the tokens
+        # (a short last block is done in a pass or two).
         sizes = [min(plan.block_length, n - b * plan.block_length) for b in range(n_blocks)]
         if cache == "dual":
-            window = sum(size * size for size in sizes) / n
+            # A whole block's rows, even for a short last block: averaging by size made one more token
+            # cheaper where it opened a block of one (its extra passes spread over fewer rows).
+            window = float(min(plan.block_length, n))
         else:
             window = suffix_tokens + sum(size * (n - b * plan.block_length) for b, size in enumerate(sizes)) / n
         # Each block's first pass decodes the whole sequence and fills the cache (Fast-dLLM).

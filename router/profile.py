@@ -7,7 +7,7 @@ be read falls back to those defaults with a warning, never an error: routing mus
 from __future__ import annotations
 
 import tomllib
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,6 +27,14 @@ class ArCosts:
     # Measured by `sharpen calibrate`, or estimated from the model's size (estimate_profile).
     measured: bool = True
 
+    def slower(self, factor: float) -> ArCosts:
+        """These costs with every time `factor` times as long."""
+        return replace(
+            self,
+            prompt_tokens_per_s=self.prompt_tokens_per_s / factor,
+            seconds_per_token=self.seconds_per_token * factor,
+        )
+
 
 @dataclass(frozen=True)
 class DiffusionCosts:
@@ -38,6 +46,12 @@ class DiffusionCosts:
     threshold_passes_per_token: float = 1.0
     cache: str = "none"  # the engine's CacheMode
     measured: bool = True
+
+    def slower(self, factor: float) -> DiffusionCosts:
+        """These costs with every pass `factor` times as long."""
+        return replace(
+            self, pass_base_s=self.pass_base_s * factor, pass_s_per_position=self.pass_s_per_position * factor
+        )
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ given of the document, and builds its own trace and JSON.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,8 +36,11 @@ class Reply:
         *,
         kind: Kind,
         prompt: str = "",
+        finished: Callable[[Reply], None] | None = None,
     ) -> None:
         self.route = route
+        # Called with the reply once its Done arrives, before Done is passed on (the service learns costs).
+        self._finished = finished
         self.tokens = job.tokens
         # The settings a diffusion draft runs with (None when AR serves it).
         self.settings: DiffusionSettings | None = job.settings
@@ -66,6 +69,8 @@ class Reply:
                 self.passes.append(event)
             elif isinstance(event, Done):
                 self.done = event
+                if self._finished is not None:
+                    self._finished(self)
             yield event
 
     def text(self) -> str:
