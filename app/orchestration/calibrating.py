@@ -41,6 +41,7 @@ class Calibrations:
         self.draft_settings = draft_settings
         self._quick_failed = False
         self._saving = threading.Lock()
+        self._measuring = threading.Lock()
 
     def calibrate(
         self,
@@ -117,18 +118,21 @@ class Calibrations:
         """Before a draft is routed: the first time an engine's model is used (its costs only estimated from
         its size), measure it quickly (3.5 s for the embedded models on 2 cores), so the route follows this
         machine's own costs. Returns what to tell the user, or None when nothing was measured."""
-        wanted = self.needed() if enabled and not self._quick_failed else []
-        if not wanted:
+        if not enabled or self._quick_failed or not self.needed():
             return None
-        try:
-            for engine in wanted:  # loaded first: the draft needs its engine anyway, and loading is not measuring
-                self.engines.ar() if engine == "ar" else self.engines.diffusion()
-            start = time.perf_counter()
-            self.calibrate(QUICK, lambda _fraction, _label: None, cancel, only=wanted)
-        except CalibrationCancelled:
-            return None  # the draft was cancelled: it ends at once, and the next one measures
-        except SharpenError as error:
-            self._quick_failed = True  # not again this session: `sharpen calibrate` says why in full
-            return f"could not measure this machine ({error}): the costs are estimated from the models' sizes"
+        with self._measuring:  # two first requests at once (the server): the second waits, then finds it done
+            wanted = [] if self._quick_failed else self.needed()
+            if not wanted:
+                return None
+            try:
+                for engine in wanted:  # loaded first: the draft needs its engine, and loading is not measuring
+                    self.engines.ar() if engine == "ar" else self.engines.diffusion()
+                start = time.perf_counter()
+                self.calibrate(QUICK, lambda _fraction, _label: None, cancel, only=wanted)
+            except CalibrationCancelled:
+                return None  # the draft was cancelled: it ends at once, and the next one measures
+            except SharpenError as error:
+                self._quick_failed = True  # not again this session: `sharpen calibrate` says why in full
+                return f"could not measure this machine ({error}): the costs are estimated from the models' sizes"
         what = " and ".join({"ar": "the AR model", "diffusion": "the draft model"}[engine] for engine in wanted)
         return f"{what} measured on this machine first ({time.perf_counter() - start:.1f} s, once)"

@@ -3,6 +3,7 @@ costs guessed from the models' sizes: the real embedded AR model and a tiny real
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -131,3 +132,10 @@ def test_a_draft_with_fixed_passes_teaches_nothing(tiny_cacheable_path: Path) ->
     assert load_profile(path, "cpu")[0] == measured
     service.draft(replace(request, overrides={})).text()
     assert load_profile(path, "cpu")[0].diffusion != measured.diffusion, "the router's own plan teaches"
+
+
+def test_two_first_drafts_at_once_measure_the_machine_once(tiny_cacheable_path: Path) -> None:
+    service = fresh_install(tiny_cacheable_path)
+    with ThreadPoolExecutor(2) as pool:
+        reasons = list(pool.map(lambda _: drafted(service), range(2)))
+    assert sum("measured on this machine first" in reason for reason in reasons) == 1
