@@ -121,6 +121,10 @@ class SharpenService:
         learn = None if "steps" in overrides else functools.partial(self._learn, request, settings)
         return Reply(route, job, kind=request.kind, prompt=request.recorded_prompt, finished=learn)
 
+    def measures_first(self) -> bool:
+        """Whether the next draft measures this machine before it is routed (a few seconds, once)."""
+        return self.calibrations.will_measure(enabled=self.config.router.auto_calibrate)
+
     def candidate(self, request: DraftRequest, index: int) -> DraftRequest:
         """Candidate number `index` (1 the second) of a draft: the same request, sampled, each with its seed."""
         temperature = max(float(request.overrides.get("temperature") or 0.0), CANDIDATE_TEMPERATURE)
@@ -149,17 +153,24 @@ class SharpenService:
         reason = f"{route.reason}; the estimates count ~{document_tokens} tokens of the document around the cursor"
         return replace(route, reason=reason)
 
+    def estimate_as_written(self, request: DraftRequest, settings: DiffusionSettings, reply: Reply) -> float:
+        """The router's estimate, in seconds, for the engine that ran `reply`, had it asked for the length the
+        draft wrote (drafts end at end-of-text): the cost model's own error, without the length's."""
+        assert reply.done is not None, "a finished reply"
+        engine, written = reply.route.engine, max(1, reply.done.stats.generated_tokens)
+        plan = self.draft_settings.plan(settings)
+        route = self._draft_route(replace(request, tokens=written, engine=engine), written, plan)
+        return route.estimates[engine].seconds
+
     def _learn(self, request: DraftRequest, settings: DiffusionSettings, reply: Reply) -> None:
         """A finished draft's time against the router's estimate for the length it wrote, to the costs."""
         done = reply.done
         if done is None or done.stats.finish_reason == "cancelled" or done.stats.generated_tokens < LEARN_MIN_TOKENS:
             return
-        stats, engine, written = done.stats, reply.route.engine, done.stats.generated_tokens
+        stats = done.stats
         took = stats.total_s - stats.waited_s if isinstance(stats, DiffusionStats) else stats.total_s
         try:  # the draft is what matters: costs that cannot be read or saved now are learnt from the next
-            plan = self.draft_settings.plan(settings)
-            route = self._draft_route(replace(request, tokens=written, engine=engine), written, plan)
-            self.calibrations.learn(engine, route.estimates[engine].seconds, took)
+            self.calibrations.learn(reply.route.engine, self.estimate_as_written(request, settings, reply), took)
         except SharpenError:
             return
 

@@ -31,7 +31,7 @@ import re
 import statistics
 import sys
 import tempfile
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -107,10 +107,7 @@ def run(service: SharpenService, request: DraftRequest, tally: Tally) -> str:
     stats = reply.done.stats
     tally.seconds.append(stats.total_s)
     tally.estimated.append(reply.route.estimates[request.engine].seconds)
-    written = max(1, stats.generated_tokens)
-    plan = service.draft_settings.plan(service.draft_settings.resolve())
-    route = service._draft_route(replace(request, tokens=written), written, plan)
-    tally.estimated_written.append(route.estimates[request.engine].seconds)
+    tally.estimated_written.append(service.estimate_as_written(request, service.draft_settings.resolve(), reply))
     tally.tokens.append(stats.generated_tokens)
     if isinstance(stats, DiffusionStats):
         tally.passes.append(stats.passes)

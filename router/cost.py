@@ -56,12 +56,12 @@ def estimate_diffusion(
         # Block b's later passes decode the block alone (dual: a whole block's rows) or from its start to the
         # end (prefix). Under the prefix cache its share of the passes is taken as its share of the tokens
         # (a short last block is done in a pass or two).
-        sizes = [min(plan.block_length, n - b * plan.block_length) for b in range(n_blocks)]
         if cache == "dual":
             # A whole block's rows, even for a short last block: averaging by size made one more token
             # cheaper where it opened a block of one (its extra passes spread over fewer rows).
             window = float(min(plan.block_length, n))
         else:
+            sizes = [min(plan.block_length, n - b * plan.block_length) for b in range(n_blocks)]
             window = suffix_tokens + sum(size * (n - b * plan.block_length) for b, size in enumerate(sizes)) / n
         # Each block's first pass decodes the whole sequence and fills the cache (Fast-dLLM).
         full = n_blocks * pass_seconds(prompt_tokens + n + suffix_tokens, costs)

@@ -250,7 +250,7 @@ class DraftPanel(Vertical):
         """In the worker thread: route the request, run the reply, posting what the panel should show."""
         text, count = "", 0
         try:
-            if self.service.config.router.auto_calibrate and self.service.calibrations.needed():
+            if self.service.measures_first():
                 self.app.call_from_thread(self.hint, "measuring this machine first (once, a few seconds)…")
             reply = self.service.draft(request, cancel=run.cancel)
             self.post_message(Routed(run, reply))

@@ -20,7 +20,7 @@ from router.inputs import RouteInputs
 from router.profile import CostProfile, load_profile, save_profile
 from router.request import EngineName
 
-# A quick calibration runs by itself where one pass over QUICK_PASS_POSITIONS (the most its passes decode)
+# A quick calibration runs by itself where one pass over QUICK_PASS_POSITIONS (about the most its passes decode)
 # is estimated to take at most QUICK_PASS_LIMIT_S, and AR's 64-token prompt and 16 tokens at most
 # QUICK_AR_LIMIT_S: seconds for the embedded models, while an 8B model on a CPU (minutes) is measured when
 # the user chooses (`sharpen calibrate`).
@@ -114,11 +114,15 @@ class Calibrations:
             wanted.append("diffusion")
         return wanted
 
+    def will_measure(self, *, enabled: bool) -> bool:
+        """Whether the next draft measures this machine first (`before_draft`)."""
+        return enabled and not self._quick_failed and bool(self.needed())
+
     def before_draft(self, cancel: CancelToken | None, *, enabled: bool) -> str | None:
         """Before a draft is routed: the first time an engine's model is used (its costs only estimated from
         its size), measure it quickly (3.5 s for the embedded models on 2 cores), so the route follows this
         machine's own costs. Returns what to tell the user, or None when nothing was measured."""
-        if not enabled or self._quick_failed or not self.needed():
+        if not self.will_measure(enabled=enabled):
             return None
         with self._measuring:  # two first requests at once (the server): the second waits, then finds it done
             wanted = [] if self._quick_failed else self.needed()

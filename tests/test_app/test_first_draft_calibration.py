@@ -139,3 +139,12 @@ def test_two_first_drafts_at_once_measure_the_machine_once(tiny_cacheable_path: 
     with ThreadPoolExecutor(2) as pool:
         reasons = list(pool.map(lambda _: drafted(service), range(2)))
     assert sum("measured on this machine first" in reason for reason in reasons) == 1
+
+
+def test_a_measurement_that_failed_is_not_tried_again_that_session(truncated_path: Path) -> None:
+    service = fresh_install(truncated_path)
+    assert service.measures_first()
+    note = service.calibrations.before_draft(None, enabled=True)
+    assert note is not None and note.startswith("could not measure this machine")
+    assert not service.measures_first(), "the editor no longer says it is measuring"
+    assert service.calibrations.before_draft(None, enabled=True) is None
