@@ -31,7 +31,7 @@ from torch.nn import functional as F
 from models.adapted import MASK_TOKEN_ID, BlockDecoding, read_lora, write_adapter
 from models.hf_checkpoint import TransformerSpec
 from models.layouts import gguf_name, hf_rope_rows
-from models.training.block_loss import block_causal_loss
+from models.training.block_loss import block_causal_loss, one_pass_loss
 from models.training.data import Pair, is_held_out, load_pairs
 from models.training.model import cosine_rate, count_to_str, draw_masks
 from models.training.plot import plot_log
@@ -65,7 +65,9 @@ class AdaptPlan:
     block_lengths: tuple[int, ...] = ()
     # Block-causal only: certainty forcing, this much of the entropy of positions already right (block_loss.py).
     entropy_weight: float = 0.0
-    bf16: bool = False  # bfloat16 autocast: faster where the CPU has AMX, slower where it has not
+    # Block-causal only: this share of rows learned with every answer block fully masked (one-pass decoding).
+    whole_block_share: float = 0.0
+    bf16: bool = False  # bfloat16 autocast: faster with AMX or AVX512_BF16 here; measure on other CPUs
     resume: bool = False  # go on from the checkpoint in `out` (its LoRA, optimizer, schedule and log)
     init_from: Path | None = None  # start from this adapter's LoRA (of the same base and rank), not from zero
     seed: int = 0
@@ -227,19 +229,23 @@ def shifted_loss(
 @torch.no_grad()
 def evaluate(
     model: DiffusionTransformer, held: list[tuple[torch.Tensor, torch.Tensor]], seed: int, block_length: int = 0
-) -> tuple[float, float]:
+) -> tuple[float, float, float]:
     """Held-out loss and masked-token accuracy, with a fixed mask draw so evaluations compare; block-causal
-    in blocks of `block_length` where it is set."""
+    in blocks of `block_length` where it is set, and then also the accuracy with every answer block fully
+    masked (what one pass a block commits from; NaN otherwise)."""
     model.eval()
     generator = torch.Generator().manual_seed(seed + 1)
     losses, right, total = [], 0, 0
     if block_length:
+        one_pass_right, one_pass_total = 0, 0
         for tokens, answer in held:
             result = block_causal_loss(model, tokens, answer, generator, block_length)
             losses.append(result.loss.item())
             right, total = right + result.correct, total + result.counted
+            one_pass = one_pass_loss(model, tokens, answer, block_length)
+            one_pass_right, one_pass_total = one_pass_right + one_pass.correct, one_pass_total + one_pass.counted
         model.train()
-        return sum(losses) / len(losses), right / max(1, total)
+        return sum(losses) / len(losses), right / max(1, total), one_pass_right / max(1, one_pass_total)
     for tokens, answer in held:
         losses.append(shifted_loss(model, tokens, answer, generator).item())
         draw = draw_masks(answer, torch.Generator().manual_seed(seed + 2))
@@ -250,7 +256,7 @@ def evaluate(
         right += int((guesses == tokens[rows, positions + 1]).sum())
         total += len(rows)
     model.train()
-    return sum(losses) / len(losses), right / max(1, total)
+    return sum(losses) / len(losses), right / max(1, total), float("nan")
 
 
 def run(plan: AdaptPlan, log: Callable[[str], object] = print) -> Path:
@@ -287,9 +293,9 @@ def run(plan: AdaptPlan, log: Callable[[str], object] = print) -> Path:
             progress.planned = max(progress.step + 1, int(plan.minutes * progress.step / progress.minutes))
         log(f"resumed at step {progress.step} ({progress.minutes:.1f} min trained)")
     else:
-        loss0, accuracy0 = evaluate(model, held, plan.seed, eval_block)
-        log(f"before training: held-out {loss0:.3f}, accuracy {accuracy0:.1%}")
-        progress.rows.append(log_row(0, 0, float("nan"), loss0, accuracy0, 0.0))
+        loss0, accuracy0, one_pass0 = evaluate(model, held, plan.seed, eval_block)
+        log(f"before training: held-out {loss0:.3f}, accuracy {accuracy0:.1%}, one pass a block {one_pass0:.1%}")
+        progress.rows.append(log_row(0, 0, float("nan"), loss0, accuracy0, one_pass0, 0.0))
     started = time.perf_counter() - progress.minutes * 60
     budget_s = plan.minutes * 60
     if plan.max_steps is not None:
@@ -310,7 +316,9 @@ def run(plan: AdaptPlan, log: Callable[[str], object] = print) -> Path:
         with autocast:
             if plan.block_lengths:
                 block_length = rng.choice(plan.block_lengths)
-                loss = block_causal_loss(model, tokens, answer, generator, block_length, plan.entropy_weight).loss
+                loss = block_causal_loss(
+                    model, tokens, answer, generator, block_length, plan.entropy_weight, plan.whole_block_share
+                ).loss
             else:
                 loss = shifted_loss(model, tokens, answer, generator, block_share=plan.block_share)
         optimizer.zero_grad(set_to_none=True)
@@ -323,25 +331,34 @@ def run(plan: AdaptPlan, log: Callable[[str], object] = print) -> Path:
         progress.train_loss = loss.item() if train_loss != train_loss else 0.95 * train_loss + 0.05 * loss.item()
         if progress.step % plan.eval_every == 0:
             with autocast:
-                heldout, accuracy = evaluate(model, held, plan.seed, eval_block)
+                heldout, accuracy, one_pass = evaluate(model, held, plan.seed, eval_block)
             progress.minutes = (time.perf_counter() - started) / 60
             progress.rows.append(
-                log_row(progress.step, progress.tokens_seen, progress.train_loss, heldout, accuracy, progress.minutes)
+                log_row(
+                    progress.step,
+                    progress.tokens_seen,
+                    progress.train_loss,
+                    heldout,
+                    accuracy,
+                    one_pass,
+                    progress.minutes,
+                )
             )
             log(
                 f"step {progress.step:5d}  {progress.minutes:5.1f} min  tokens {count_to_str(progress.tokens_seen):>6}"
                 f"  train {progress.train_loss:.3f}  held-out {heldout:.3f}  accuracy {accuracy:.1%}"
+                f"  one pass {one_pass:.1%}"
             )
             save(plan, wrapped, progress, optimizer, generator)
     with autocast:
-        heldout, accuracy = evaluate(model, held, plan.seed, eval_block)
+        heldout, accuracy, one_pass = evaluate(model, held, plan.seed, eval_block)
     progress.minutes = (time.perf_counter() - started) / 60
     if progress.rows[-1]["step"] == progress.step:  # the last step was just evaluated: keep one row for it
         progress.rows.pop()
     progress.rows.append(
-        log_row(progress.step, progress.tokens_seen, progress.train_loss, heldout, accuracy, progress.minutes)
+        log_row(progress.step, progress.tokens_seen, progress.train_loss, heldout, accuracy, one_pass, progress.minutes)
     )
-    log(f"done: {progress.step} steps, held-out {heldout:.3f}, accuracy {accuracy:.1%}")
+    log(f"done: {progress.step} steps, held-out {heldout:.3f}, accuracy {accuracy:.1%}, one pass {one_pass:.1%}")
     return save(plan, wrapped, progress, optimizer, generator)
 
 
@@ -371,7 +388,13 @@ def resume(
 
 
 def log_row(
-    step: int, tokens_seen: int, train_loss: float, heldout: float, accuracy: float, minutes: float
+    step: int,
+    tokens_seen: int,
+    train_loss: float,
+    heldout: float,
+    accuracy: float,
+    one_pass_accuracy: float,
+    minutes: float,
 ) -> dict[str, float]:
     return {
         "step": step,
@@ -379,6 +402,7 @@ def log_row(
         "train_loss": train_loss,
         "heldout_loss": heldout,
         "accuracy": accuracy,
+        "one_pass_accuracy": one_pass_accuracy,
         "minutes": minutes,
     }
 
@@ -402,7 +426,9 @@ def save(
     torch.save(checkpoint, partial)
     partial.replace(plan.out / CHECKPOINT_NAME)
     with (plan.out / "training_log.csv").open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(progress.rows[0]))
+        # A run resumed from a checkpoint written before a column existed: its early rows leave it empty.
+        columns = list(dict.fromkeys(key for row in progress.rows for key in row))
+        writer = csv.DictWriter(handle, fieldnames=columns, restval="")
         writer.writeheader()
         writer.writerows(progress.rows)
     title = "SmolLM2-135M adapted to " + ("block diffusion" if plan.block_lengths else "diffusion") + " (LoRA)"
@@ -441,7 +467,13 @@ def main() -> None:
         default=AdaptPlan.entropy_weight,
         help="certainty forcing: this much of the entropy of masked positions already predicted right",
     )
-    parser.add_argument("--bf16", action="store_true", help="bfloat16 autocast (where the CPU has AMX)")
+    parser.add_argument(
+        "--whole-block-share",
+        type=float,
+        default=AdaptPlan.whole_block_share,
+        help="this share of rows learned with every answer block fully masked (what one pass a block decodes)",
+    )
+    parser.add_argument("--bf16", action="store_true", help="bfloat16 autocast (faster with AMX or AVX512_BF16)")
     parser.add_argument("--resume", action="store_true", help="go on from the checkpoint in --out")
     parser.add_argument("--init-from", type=Path, default=None, help="start from this adapter's LoRA (same rank)")
     parser.add_argument("--batch", type=int, default=AdaptPlan.batch)
@@ -459,6 +491,7 @@ def main() -> None:
         peak_lr=args.peak_lr,
         block_lengths=args.block_lengths,
         entropy_weight=args.entropy_weight,
+        whole_block_share=args.whole_block_share,
         bf16=args.bf16,
         resume=args.resume,
         init_from=args.init_from,

@@ -56,6 +56,20 @@ def complementary_masks(answer: torch.Tensor, generator: torch.Generator) -> tor
     return torch.stack((noise & answer, ~noise & answer))
 
 
+def training_masks(answer: torch.Tensor, generator: torch.Generator, whole_share: float = 0.0) -> torch.Tensor:
+    """(2, batch, n): complementary masks, except that each row is drawn with probability `whole_share` with its
+    whole answer masked in the first copy (every block then in the state a block decoded in one pass starts
+    from) and the random draw moved to the second copy, whose complement would hold nothing to learn."""
+    masks = complementary_masks(answer, generator)
+    if whole_share <= 0:
+        return masks
+    whole = torch.rand(answer.shape[0], generator=generator) < whole_share
+    drawn = masks[0].clone()
+    masks[0][whole] = answer[whole]
+    masks[1][whole] = drawn[whole]
+    return masks
+
+
 def block_causal_logits(
     model: DiffusionTransformer, clean: torch.Tensor, masked: torch.Tensor, block_length: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -88,12 +102,15 @@ def block_causal_loss(
     generator: torch.Generator,
     block_length: int,
     entropy_weight: float = 0.0,
+    whole_share: float = 0.0,
 ) -> BlockLoss:
     """Cross-entropy on every masked answer position of both complementary draws. With `entropy_weight`,
-    plus that much of the mean entropy of the positions the model already gets right (dParallel's
-    certainty forcing: the targets are the base's own greedy drafts, so it is pushed to be sure of what it
-    would write anyway, which is what lets a pass settle several positions at a threshold)."""
-    logits, targets = block_causal_logits(model, tokens, complementary_masks(answer, generator), block_length)
+        plus that much of the mean entropy of the positions the model already gets right (dParallel's
+        certainty forcing: the targets are the base's own greedy drafts, so it is pushed to be sure of what it
+        would write anyway, which is what lets a pass settle several positions at a threshold). With `whole_share`,
+    that share of rows is learned fully masked (`training_masks`)."""
+    masks = training_masks(answer, generator, whole_share)
+    logits, targets = block_causal_logits(model, tokens, masks, block_length)
     loss = F.cross_entropy(logits, targets)
     right = logits.argmax(-1) == targets
     if entropy_weight > 0 and bool(right.any()):
@@ -101,3 +118,12 @@ def block_causal_loss(
         entropy = -(log_probabilities.exp() * log_probabilities).sum(-1).mean()
         loss = loss + entropy_weight * entropy
     return BlockLoss(loss, int(right.sum()), len(targets))
+
+
+def one_pass_loss(
+    model: DiffusionTransformer, tokens: torch.Tensor, answer: torch.Tensor, block_length: int
+) -> BlockLoss:
+    """Every answer block fully masked after clean blocks: what a block decoded in one pass is committed from."""
+    logits, targets = block_causal_logits(model, tokens, answer[None], block_length)
+    right = logits.argmax(-1) == targets
+    return BlockLoss(F.cross_entropy(logits, targets), int(right.sum()), len(targets))

@@ -36,6 +36,8 @@ from models.training.block_loss import (  # noqa: E402
     block_causal_logits,
     block_causal_loss,
     complementary_masks,
+    one_pass_loss,
+    training_masks,
     two_stream_mask,
 )
 
@@ -57,6 +59,28 @@ def test_complementary_masks_mask_every_answer_position_once() -> None:
     masked = complementary_masks(answer, torch.Generator().manual_seed(3))
     assert masked.shape == (2, 1, 7)
     assert torch.equal(masked[0] ^ masked[1], answer) and not bool((masked[0] & masked[1]).any())
+
+
+def test_rows_drawn_whole_mask_their_whole_answer_and_keep_a_random_draw_beside_it() -> None:
+    answer = (torch.arange(9) >= 2).repeat(64, 1)
+    masked = training_masks(answer, torch.Generator().manual_seed(5), whole_share=0.5)
+    whole = (masked[0] == answer).all(dim=1)
+    assert 10 < int(whole.sum()) < 54  # about half of 64 rows, and not all or none
+    assert not bool((masked & ~answer).any())  # never a prompt position
+    # The partner of a whole row is a random draw, not its (empty) complement: something is learned in it.
+    assert bool(masked[1][whole].any())
+    unchanged = training_masks(answer, torch.Generator().manual_seed(5))
+    assert torch.equal(unchanged, complementary_masks(answer, torch.Generator().manual_seed(5)))
+
+
+def test_one_pass_loss_is_the_loss_with_every_answer_position_masked(tiny_llama_path: Path) -> None:
+    model = base_model(tiny_llama_path).eval()
+    tokens = torch.tensor([[1, 2, 3, 4, 5, 600, 601, 602, 603, 604, 605, 606]])
+    answer = torch.arange(12)[None] >= 5
+    one_pass = one_pass_loss(model, tokens, answer, 4)
+    logits, targets = block_causal_logits(model, tokens, answer[None], 4)
+    assert one_pass.counted == 7 and torch.equal(targets, tokens[0, 5:])
+    assert one_pass.loss.item() == pytest.approx(torch.nn.functional.cross_entropy(logits, targets).item())
 
 
 @pytest.mark.parametrize("block_length", [4, 8])
@@ -110,6 +134,7 @@ def test_block_training_writes_an_adapter_decoded_block_causally_and_resumes(
         batch=4,
         eval_every=1,
         block_lengths=(4, 8),
+        whole_block_share=0.5,
     )
     adapter = run(plan, log=lambda _line: None)
     info = adapter_info(adapter)
@@ -120,6 +145,7 @@ def test_block_training_writes_an_adapter_decoded_block_causally_and_resumes(
     rows = list(csv.DictReader((tmp_path / "out" / "training_log.csv").open()))
     assert [int(row["step"]) for row in rows] == [0, 1, 2, 3, 4]
     assert float(rows[-1]["tokens_seen"]) > float(rows[2]["tokens_seen"])
+    assert all(0 <= float(row["one_pass_accuracy"]) <= 1 for row in rows)
     # The merged copy is a block-causal diffusion GGUF, which the backend decodes with the block cache.
     model = adapted_model(info, {"tiny": tiny_llama_path}, None)
     merged = write_merged_file(model, tmp_path / "merged.gguf", "F32")
