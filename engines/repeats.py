@@ -12,6 +12,7 @@ choice stands instead. The prompt is not counted: a draft may quote it.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 
 import numpy as np
 
@@ -32,6 +33,24 @@ def settled_ngrams(tokens: np.ndarray, settled: np.ndarray, n: int) -> dict[Cont
     return completions
 
 
+def completed_at(
+    completions: dict[Context, set[int]], tokens: np.ndarray, settled: np.ndarray, position: int, n: int
+) -> set[int]:
+    """The tokens that would complete, at `position`, an n-gram in `completions` (settled_ngrams)."""
+    banned: set[int] = set()
+    for gap in range(n):
+        lo, hi = position - gap, position - gap + n
+        if lo < 0 or hi > len(tokens):
+            continue
+        others = np.r_[lo:position, position + 1 : hi]
+        if not settled[others].all():
+            continue
+        banned |= completions.get(
+            (tuple(int(t) for t in tokens[lo:position]), tuple(int(t) for t in tokens[position + 1 : hi])), set()
+        )
+    return banned
+
+
 def ban_repeats(rows: np.ndarray, tokens: np.ndarray, settled: np.ndarray, positions: np.ndarray, n: int) -> None:
     """Set to minus infinity, in `rows` (one row per canvas position in `positions`), every token that would
     complete an n-gram already settled in `tokens` (the canvas; `settled` marks its committed positions)."""
@@ -41,18 +60,22 @@ def ban_repeats(rows: np.ndarray, tokens: np.ndarray, settled: np.ndarray, posit
     if not completions:
         return
     for row, position in enumerate(int(p) for p in positions):
-        for gap in range(n):
-            lo, hi = position - gap, position - gap + n
-            if lo < 0 or hi > len(tokens):
-                continue
-            others = np.r_[lo:position, position + 1 : hi]
-            if not settled[others].all():
-                continue
-            banned = completions.get(
-                (tuple(int(t) for t in tokens[lo:position]), tuple(int(t) for t in tokens[position + 1 : hi]))
-            )
-            if banned:
-                rows[row, list(banned)] = -np.inf
+        banned = completed_at(completions, tokens, settled, position, n)
+        if banned:
+            rows[row, sorted(banned)] = -np.inf
+
+
+def repeats_at(mask: int, n: int) -> Callable[[np.ndarray, int], np.ndarray]:
+    """The n-gram rule as engines/diffusion/placement.py asks it: on a canvas whose `mask` positions are
+    open, the tokens that would complete at a position an n-gram settled elsewhere."""
+
+    def banned(tokens: np.ndarray, position: int) -> np.ndarray:
+        settled = tokens != mask
+        settled[position] = False  # the position's own proposal is what is being judged
+        completions = settled_ngrams(tokens, settled, n)
+        return np.array(sorted(completed_at(completions, tokens, settled, position, n)), dtype=np.int64)
+
+    return banned
 
 
 class NoRepeatNgram:

@@ -16,11 +16,13 @@ from engines.cancel import NEVER_CANCELLED, CancelToken
 from engines.diffusion.backend import CacheMode, DiffusionBackend
 from engines.diffusion.blank_lines import BlankLines
 from engines.diffusion.block_samplers import authors_proposals, fast_dllm_v2_choice, sdar_choice, sub_block_at
+from engines.diffusion.doubled_words import DoubledWords
+from engines.diffusion.placement import BannedAt, place
 from engines.diffusion.schedule import block_commits, even_split, timestep_commits, timestep_share
 from engines.diffusion.scoring import Proposals, propose
 from engines.diffusion.settings import DiffusionSettings, EosRule
 from engines.events import MASKED_PIECE, DiffusionStats, Done, FinishReason, Pass
-from engines.repeats import ban_repeats
+from engines.repeats import ban_repeats, repeats_at
 
 UNCACHED_TIMESTEP = (
     "the timestep schedule refines the whole canvas to the end, so a cached prompt would never be brought up "
@@ -116,7 +118,14 @@ class _Canvas:
 class DiffusionSampler:
     def __init__(self, backend: DiffusionBackend) -> None:
         self.backend = backend
-        self._blank_lines: BlankLines | None = None  # the vocabulary's newline tokens, read on first use
+        self._pieces: list[str] | None = None  # the vocabulary's, read on first use by the rules below
+        self._blank_lines: BlankLines | None = None  # its newline tokens
+        self._doubled_words: DoubledWords | None = None  # its words
+
+    def piece(self, token: int) -> str:
+        if self._pieces is None:
+            self._pieces = [self.backend.piece(t) for t in range(self.backend.vocab_size)]
+        return self._pieces[token]
 
     def blank_lines(self, limit: int) -> BlankLines | None:
         """The blank-lines rule at `limit` (None: off)."""
@@ -125,10 +134,15 @@ class DiffusionSampler:
         if self._blank_lines is None:
             backend = self.backend
             self._blank_lines = BlankLines(
-                backend.piece, backend.vocab_size, backend.mask_token_id, limit, frozenset(backend.eos_token_ids)
+                self.piece, backend.vocab_size, backend.mask_token_id, limit, frozenset(backend.eos_token_ids)
             )
         self._blank_lines.limit = limit
         return self._blank_lines
+
+    def doubled_words(self) -> DoubledWords:
+        if self._doubled_words is None:
+            self._doubled_words = DoubledWords(self.piece, self.backend.vocab_size)
+        return self._doubled_words
 
     def generate(
         self,
@@ -159,6 +173,10 @@ class DiffusionSampler:
         align = canvas.offset if used == "block" else 0
         # Sharpen's own rule, as eos and spacing are: the authors' loops run as published.
         blank_lines = self.blank_lines(settings.blank_lines if settings.sampler == "sharpen" else 0)
+        doubled = self.doubled_words() if settings.no_doubled_words and settings.sampler == "sharpen" else None
+        placing: list[BannedAt] = [] if doubled is None else [doubled.banned]
+        if settings.no_repeat_ngram and settings.sampler == "sharpen":
+            placing.append(repeats_at(canvas.mask, settings.no_repeat_ngram))
         windows = list(self._windows(settings, length, align))
         for number, window in enumerate(windows):
             while len(masked := canvas.masked_positions(window.lo, window.hi)):
@@ -188,6 +206,8 @@ class DiffusionSampler:
                 if settings.no_repeat_ngram:
                     settled = canvas.tokens != canvas.mask
                     ban_repeats(rows, canvas.tokens, settled, step.masked, settings.no_repeat_ngram)
+                if doubled is not None:
+                    doubled.ban(rows, canvas.tokens, step.masked)
                 if blank_lines is not None:
                     blank_lines.ban(rows, canvas.tokens, step.masked)
                 if settings.sampler == "sharpen":
@@ -202,13 +222,21 @@ class DiffusionSampler:
                     tier = tiers(settings.eos, np.isin(proposals.tokens, eos_ids), step.masked == first_mask)
                     ranking = Ranking.of(proposals, tier, step.masked)
                     chosen = _choose(settings, ranking, window, rng)
-                    if blank_lines is not None:
-                        chosen = chosen[
-                            blank_lines.kept(
-                                canvas.tokens, step.masked[chosen], proposals.tokens[chosen], proposals.scores[chosen]
-                            )
-                        ]
                     tokens, probabilities = proposals.tokens[chosen], proposals.probabilities[chosen]
+                    if placing:
+                        tokens, probabilities = place(
+                            rows[chosen],
+                            canvas.tokens,
+                            step.masked[chosen],
+                            tokens,
+                            probabilities,
+                            proposals.scores[chosen],
+                            placing,
+                            never=eos_ids,
+                        )
+                    if blank_lines is not None:
+                        kept = blank_lines.kept(canvas.tokens, step.masked[chosen], tokens, proposals.scores[chosen])
+                        chosen, tokens, probabilities = chosen[kept], tokens[kept], probabilities[kept]
                 else:
                     chosen, tokens, probabilities = _authors_choice(settings, rows, window, step.first_token, rng)
                 positions = step.masked[chosen]

@@ -34,13 +34,14 @@ class DiffusionSettings:
 
     `sampler` "sdar" and "fast_dllm_v2" are the authors' own loops for those block-causal models
     (engines/diffusion/block_samplers.py), on the blocks schedule: they decide what a pass commits by
-    themselves, so `algorithm`, `eos`, `spacing` and `blank_lines` do not apply. "sdar" is SDAR's generate: each block
-    gets steps // blocks denoising steps and commits get_num_transfer_tokens(block_length, those steps) per
-    step, the most confident first, or (with `threshold`: low_confidence_dynamic) every position above the
-    threshold where there are at least that many; the draft stops after a block in which end-of-text
-    settled. "fast_dllm_v2" is Fast-dLLM v2's: blocks refined in sub-blocks of `sub_block` in turn, each
-    pass committing the sub-block's masks above `threshold` plus the most confident one (none set: that
-    one only), and a block's first position committed greedily from the previous block's last row.
+    themselves, so `algorithm`, `eos`, `spacing`, `no_doubled_words` and `blank_lines` do not apply.
+    "sdar" is SDAR's generate: each block gets steps // blocks denoising steps and commits
+    get_num_transfer_tokens(block_length, those steps) per step, the most confident first, or (with
+    `threshold`: low_confidence_dynamic) every position above the threshold where there are at least that
+    many; the draft stops after a block in which end-of-text settled. "fast_dllm_v2" is Fast-dLLM v2's:
+    blocks refined in sub-blocks of `sub_block` in turn, each pass committing the sub-block's masks above
+    `threshold` plus the most confident one (none set: that one only), and a block's first position
+    committed greedily from the previous block's last row.
     """
 
     # In the order traces and `--json` have always listed them.
@@ -86,6 +87,13 @@ class DiffusionSettings:
         between(0, 16),
         metavar="N",
     )
+    # Neighbours settled in one pass are guessed independently and often take the same word ("the lesson
+    # lesson plan"): engines/diffusion/doubled_words.py gives such a position its next likeliest token.
+    # Off by default: on sharpen-draft it trades the loops for runs of dashes and commas
+    # (docs/embedded-model.md), as the n-gram rule trades them for stutters.
+    no_doubled_words: bool = option(
+        False, 'a pass never settles a word beside the same word ("the the"); false allows it'
+    )
     # Drafters that run out of text pad with newlines and lone brackets ("[\n\n[\n\n["):
     # engines/diffusion/blank_lines.py keeps a pass from settling a token that makes the run too long.
     blank_lines: int = option(
@@ -99,7 +107,8 @@ class DiffusionSettings:
     stop_at_eos: bool = True
     sampler: Sampler = option(
         "sharpen",
-        "whose decoding loop: sharpen (Sharpen's: schedule, algorithm, eos, spacing and blank_lines apply), "
+        "whose decoding loop: sharpen (Sharpen's: schedule, algorithm, eos, spacing, no_doubled_words and "
+        "blank_lines apply), "
         "or the authors' for block-causal models, which ignore those: sdar (SDAR's generate) or fast_dllm_v2 "
         "(Fast-dLLM v2's)",
     )
@@ -109,7 +118,13 @@ class DiffusionSettings:
     def reference(cls, **changes: Any) -> DiffusionSettings:
         """LLaDA's and Dream's own behaviour (end-of-text like any token, no spacing, repeats and blank lines
         allowed), for comparisons with the authors' code and for benchmarks of a fixed amount of work."""
-        reference: dict[str, Any] = {"eos": "free", "spacing": 0, "no_repeat_ngram": 0, "blank_lines": 0}
+        reference: dict[str, Any] = {
+            "eos": "free",
+            "spacing": 0,
+            "no_repeat_ngram": 0,
+            "no_doubled_words": False,
+            "blank_lines": 0,
+        }
         return cls(**(reference | changes))
 
     @classmethod

@@ -68,6 +68,9 @@ def test_a_looping_model_writes_something_else_instead() -> None:
     assert looping == pattern and repeated_runs(looping) == 12
     checked = draft(DiffusionSettings.reference(steps=16, block_length=16, stop_at_eos=False, no_repeat_ngram=3))
     assert repeated_runs(checked) == 0 and 5 in checked, checked
+    # A whole block in one pass: the rule sees the tokens settling beside a position in the same pass.
+    one_pass = draft(DiffusionSettings.reference(steps=2, block_length=8, stop_at_eos=False, no_repeat_ngram=3))
+    assert repeated_runs(one_pass) == 0 and 5 in one_pass, one_pass
 
 
 def test_it_is_off_in_the_reference_settings_and_checked() -> None:
