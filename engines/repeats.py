@@ -6,7 +6,9 @@ Diffusion fills positions in any order, so the n-gram a token would complete may
 right or around it: `ban_repeats` looks at every run of n positions that holds the masked position and
 n - 1 settled tokens, and takes the token that would make it equal to a run of n settled tokens elsewhere
 in the draft out of that position's proposals (its logit set to minus infinity), so the model's next
-choice stands instead. The prompt is not counted: a draft may quote it.
+choice stands instead. Positions settled in the same pass see each other through `repeats_at`, which
+engines/diffusion/placement.py asks as it places a pass's commits one by one. The prompt is not
+counted: a draft may quote it.
 """
 
 from __future__ import annotations
@@ -70,6 +72,8 @@ def repeats_at(mask: int, n: int) -> Callable[[np.ndarray, int], np.ndarray]:
     open, the tokens that would complete at a position an n-gram settled elsewhere."""
 
     def banned(tokens: np.ndarray, position: int) -> np.ndarray:
+        if n < 2:
+            return np.empty(0, dtype=np.int64)
         settled = tokens != mask
         settled[position] = False  # the position's own proposal is what is being judged
         completions = settled_ngrams(tokens, settled, n)

@@ -84,6 +84,7 @@ class _Canvas:
         return first_mask if eos is None else eos
 
     def piece(self, token: int) -> str:
+        """A token's text, from the vocabulary read once for the rules below."""
         if token == self.mask:
             return MASKED_PIECE
         cached = self._pieces.get(token)
@@ -123,6 +124,7 @@ class DiffusionSampler:
         self._doubled_words: DoubledWords | None = None  # its words
 
     def piece(self, token: int) -> str:
+        """A token's text, from the vocabulary read once for the rules below."""
         if self._pieces is None:
             self._pieces = [self.backend.piece(t) for t in range(self.backend.vocab_size)]
         return self._pieces[token]
@@ -140,6 +142,7 @@ class DiffusionSampler:
         return self._blank_lines
 
     def doubled_words(self) -> DoubledWords:
+        """The doubled-word rule for this backend's vocabulary."""
         if self._doubled_words is None:
             self._doubled_words = DoubledWords(self.piece, self.backend.vocab_size)
         return self._doubled_words
@@ -174,6 +177,8 @@ class DiffusionSampler:
         # Sharpen's own rule, as eos and spacing are: the authors' loops run as published.
         blank_lines = self.blank_lines(settings.blank_lines if settings.sampler == "sharpen" else 0)
         doubled = self.doubled_words() if settings.no_doubled_words and settings.sampler == "sharpen" else None
+        if doubled is not None:
+            doubled.edges = (int(prompt[-1]) if len(prompt) else -1, int(suffix[0]) if len(suffix) else -1)
         placing: list[BannedAt] = [] if doubled is None else [doubled.banned]
         if settings.no_repeat_ngram and settings.sampler == "sharpen":
             placing.append(repeats_at(canvas.mask, settings.no_repeat_ngram))
@@ -225,7 +230,8 @@ class DiffusionSampler:
                     tokens, probabilities = proposals.tokens[chosen], proposals.probabilities[chosen]
                     if placing:
                         tokens, probabilities = place(
-                            rows[chosen],
+                            rows,
+                            chosen,
                             canvas.tokens,
                             step.masked[chosen],
                             tokens,

@@ -108,16 +108,16 @@ class DiffusionSettings:
     sampler: Sampler = option(
         "sharpen",
         "whose decoding loop: sharpen (Sharpen's: schedule, algorithm, eos, spacing, no_doubled_words and "
-        "blank_lines apply), "
-        "or the authors' for block-causal models, which ignore those: sdar (SDAR's generate) or fast_dllm_v2 "
-        "(Fast-dLLM v2's)",
+        "blank_lines apply), or the authors' for block-causal models, which ignore those: sdar (SDAR's "
+        "generate) or fast_dllm_v2 (Fast-dLLM v2's)",
     )
     sub_block: int = option(8, "fast_dllm_v2: the sub-blocks a block is refined in, in turn", at_least(1), metavar="S")
 
     @classmethod
     def reference(cls, **changes: Any) -> DiffusionSettings:
-        """LLaDA's and Dream's own behaviour (end-of-text like any token, no spacing, repeats and blank lines
-        allowed), for comparisons with the authors' code and for benchmarks of a fixed amount of work."""
+        """LLaDA's and Dream's own behaviour (end-of-text like any token, no spacing, repeats, doubled
+        words and blank lines allowed), for comparisons with the authors' code and for benchmarks of a fixed
+        amount of work."""
         reference: dict[str, Any] = {
             "eos": "free",
             "spacing": 0,

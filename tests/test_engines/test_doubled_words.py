@@ -40,12 +40,19 @@ def test_the_words_beside_a_position_are_banned_there_and_nothing_else() -> None
     assert np.isneginf(rows[0]).nonzero()[0].tolist() == [LESSON, PLAN] and not np.isneginf(rows[1]).any()
 
 
+def test_the_words_just_outside_the_canvas_count_too() -> None:
+    doubled = rule()
+    doubled.edges = (THE, PLAN)  # the prompt ends with " the", the text after the draft starts with " plan"
+    canvas = np.array([MASK, IS, MASK], dtype=np.int64)
+    assert doubled.banned(canvas, 0).tolist() == [THE, IS] and doubled.banned(canvas, 2).tolist() == [PLAN, IS]
+
+
 def test_pass_mates_are_placed_likeliest_first_and_the_other_takes_its_next_choice() -> None:
     canvas = np.array([THE, MASK, MASK, IS], dtype=np.int64)
     rows = np.log(
         np.array(
             [
-                [0.0, 0.5, 0.2, 0.0, 0.0, 0.0, 0.0, 0.1, 0.2, 0.0],  # " lesson", then end-of-text, " plan"
+                [0.0, 0.5, 0.15, 0.0, 0.0, 0.0, 0.0, 0.1, 0.25, 0.0],  # " lesson", then end-of-text, " plan"
                 [0.0, 0.6, 0.3, 0.0, 0.0, 0.0, 0.0, 0.1, 0.0, 0.0],  # " lesson", then " plan"
             ]
         )
@@ -53,6 +60,7 @@ def test_pass_mates_are_placed_likeliest_first_and_the_other_takes_its_next_choi
     )
     tokens, probabilities = place(
         rows,
+        np.arange(2),
         canvas,
         np.array([1, 2]),
         np.array([LESSON, LESSON]),
@@ -63,7 +71,7 @@ def test_pass_mates_are_placed_likeliest_first_and_the_other_takes_its_next_choi
     )
     # Position 2 is surer, so it keeps " lesson"; position 1 takes " plan", not end-of-text.
     assert tokens.tolist() == [PLAN, LESSON]
-    assert abs(probabilities[0] - 0.2) < 1e-6  # the row's probability of " plan"
+    assert abs(probabilities[0] - 0.15) < 1e-6  # the row's probability of " plan"
     assert probabilities[1] == 0.6
 
 
@@ -75,6 +83,7 @@ def test_the_ngram_rule_sees_pass_mates_too() -> None:
     rows[2, THE] = -1.0
     tokens, _ = place(
         rows,
+        np.arange(3),
         canvas,
         np.array([4, 5, 6]),
         np.array([A, LESSON, PLAN]),
@@ -103,9 +112,9 @@ def one_word_model(_sequence: np.ndarray, start: int, end: int) -> np.ndarray:
     return rows
 
 
-def final_canvas(settings: DiffusionSettings) -> list[int]:
+def final_canvas(settings: DiffusionSettings, prompt: Sequence[int] = (THE,)) -> list[int]:
     backend = WordBackend(one_word_model, mask_token_id=MASK, eos_token_ids=frozenset({EOS}), vocab_size=len(PIECES))
-    events = list(DiffusionSampler(backend).generate([THE], 16, settings))
+    events = list(DiffusionSampler(backend).generate(prompt, 16, settings))
     assert isinstance(events[-1], Done)
     last = events[-2]
     assert isinstance(last, Pass)
@@ -126,6 +135,12 @@ def test_no_draft_doubles_a_word_whether_a_block_settles_in_one_pass_or_token_by
         assert (
             final_canvas(DiffusionSettings(steps=steps, block_length=8, spacing=0, stop_at_eos=False)) == [LESSON] * 16
         )
+
+
+def test_a_draft_does_not_start_with_the_word_its_prompt_ends_with() -> None:
+    settings = DiffusionSettings(steps=2, block_length=8, spacing=0, stop_at_eos=False, no_doubled_words=True)
+    canvas = final_canvas(settings, prompt=[THE, LESSON])
+    assert canvas[0] == PLAN and doubled(canvas) == 0, canvas
 
 
 def test_it_is_off_by_default_and_in_the_reference_settings() -> None:
