@@ -40,6 +40,7 @@ class ScriptedBackend:
     block_causal: bool = False
     foreground: Foreground = field(default_factory=Foreground)
     calls: list[Call] = field(default_factory=list)
+    pieces: Sequence[str] = tuple(PIECES)
 
     def logits(self, sequence: np.ndarray, start: int, end: int, stable: int) -> np.ndarray:
         self.calls.append(Call(sequence.copy(), start, end, stable))
@@ -50,10 +51,17 @@ class ScriptedBackend:
         return self.cache_mode if cache else "none"
 
     def piece(self, token_id: int) -> str:
-        return PIECES[token_id]
+        return self.pieces[token_id]
 
     def decode(self, tokens: Sequence[int]) -> str:
-        return "".join(PIECES[t] for t in tokens)
+        return "".join(self.pieces[t] for t in tokens)
+
+
+def vocabulary_backend(script: LogitsFn, pieces: Sequence[str], mask: int, eos: int) -> ScriptedBackend:
+    """A scripted backend whose tokens read as `pieces` (words, newlines) instead of single letters."""
+    return ScriptedBackend(
+        script, mask_token_id=mask, eos_token_ids=frozenset({eos}), vocab_size=len(pieces), pieces=pieces
+    )
 
 
 def one_hot_logits(targets: Sequence[int], confidence: Sequence[float]) -> np.ndarray:

@@ -84,7 +84,6 @@ class _Canvas:
         return first_mask if eos is None else eos
 
     def piece(self, token: int) -> str:
-        """A token's text, from the vocabulary read once for the rules below."""
         if token == self.mask:
             return MASKED_PIECE
         cached = self._pieces.get(token)

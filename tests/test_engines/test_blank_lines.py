@@ -5,10 +5,9 @@ several in one pass."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
-from scripted_backend import ScriptedBackend
+from scripted_backend import vocabulary_backend
 
 from engines.diffusion.blank_lines import BlankLines
 from engines.diffusion.sampler import DiffusionSampler
@@ -83,15 +82,6 @@ def test_commits_of_one_pass_are_checked_left_to_right() -> None:
     assert keep.tolist() == [True, False, True, True]
 
 
-@dataclass
-class NewlineBackend(ScriptedBackend):
-    def piece(self, token_id: int) -> str:
-        return PIECES[token_id]
-
-    def decode(self, tokens: Sequence[int]) -> str:
-        return "".join(PIECES[t] for t in tokens)
-
-
 def newline_heavy(_sequence: np.ndarray, start: int, end: int) -> np.ndarray:
     """A drafter out of text: every position is surest of a newline, then of a bracket, then of "b"."""
     rows = np.full((end - start, len(PIECES)), -10.0)
@@ -108,7 +98,7 @@ def blank_run(text: str) -> int:
 
 
 def draft(settings: DiffusionSettings) -> str:
-    backend = NewlineBackend(newline_heavy, mask_token_id=MASK, eos_token_ids=frozenset({EOS}), vocab_size=len(PIECES))
+    backend = vocabulary_backend(newline_heavy, PIECES, MASK, EOS)
     events = list(DiffusionSampler(backend).generate([WORD], 24, settings))
     done = events[-1]
     assert isinstance(done, Done)

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
-from scripted_backend import ScriptedBackend
+from scripted_backend import vocabulary_backend
 
 from engines.diffusion.doubled_words import DoubledWords, is_word
 from engines.diffusion.placement import place
@@ -95,15 +94,6 @@ def test_the_ngram_rule_sees_pass_mates_too() -> None:
     assert tokens.tolist() == [A, LESSON, THE]
 
 
-@dataclass
-class WordBackend(ScriptedBackend):
-    def piece(self, token_id: int) -> str:
-        return PIECES[token_id]
-
-    def decode(self, tokens: Sequence[int]) -> str:
-        return "".join(PIECES[t] for t in tokens)
-
-
 def one_word_model(_sequence: np.ndarray, start: int, end: int) -> np.ndarray:
     """A drafter unsure of where its words go: every position is surest of " lesson", then of " plan"."""
     rows = np.full((end - start, len(PIECES)), -10.0)
@@ -113,7 +103,7 @@ def one_word_model(_sequence: np.ndarray, start: int, end: int) -> np.ndarray:
 
 
 def final_canvas(settings: DiffusionSettings, prompt: Sequence[int] = (THE,)) -> list[int]:
-    backend = WordBackend(one_word_model, mask_token_id=MASK, eos_token_ids=frozenset({EOS}), vocab_size=len(PIECES))
+    backend = vocabulary_backend(one_word_model, PIECES, MASK, EOS)
     events = list(DiffusionSampler(backend).generate(prompt, 16, settings))
     assert isinstance(events[-1], Done)
     last = events[-2]
