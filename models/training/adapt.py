@@ -39,6 +39,7 @@ from models.transformer import DiffusionTransformer
 
 ADAPTER_NAME = "sharpen-draft-lora.gguf"
 CHECKPOINT_NAME = "checkpoint.pt"
+HELD_OUT = 32  # pairs evaluated: enough to compare runs, few enough to evaluate every few minutes
 # The matrices the LoRA adapts, by Sharpen's parameter names (models/layouts.py has their GGUF names).
 ADAPTED = ("attention.q", "attention.k", "attention.v", "attention.o", "gate", "up", "down")
 
@@ -150,6 +151,14 @@ def add_lora(model: DiffusionTransformer, rank: int, alpha: float) -> dict[str, 
     return wrapped
 
 
+def load_adapter(wrapped: dict[str, LoRALinear], adapter: Path, base: Path) -> None:
+    """Set the wrappers' LoRA to the adapter GGUF's (of the same base and rank)."""
+    with torch.no_grad():
+        for name, (a, b) in read_lora(adapter, base, wrapped).items():
+            wrapped[name].a.copy_(torch.from_numpy(a))
+            wrapped[name].b.copy_(torch.from_numpy(b))
+
+
 @dataclass(frozen=True)
 class Example:
     prompt: list[int]
@@ -178,6 +187,18 @@ def encode_pairs(base: Path, pairs: list[Pair], max_answer: int) -> tuple[list[E
         answer = [*vocab.tokenize(pair.draft.encode(), add_bos=False, special=False)[: max_answer - 1], eos]
         examples.append(Example(prompt, answer))
     return examples, eos
+
+
+def held_out_pairs(pairs: list[Pair]) -> list[Pair]:
+    """The evaluation set: the first 32 held-out pairs (a training pair where none is held out)."""
+    return ([p for p in pairs if is_held_out(p)] or [p for p in pairs if not is_held_out(p)][:1])[:HELD_OUT]
+
+
+def evaluation_batches(
+    base: Path, pairs: list[Pair], max_answer: int, batch: int
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    examples, eos = encode_pairs(base, pairs, max_answer)
+    return [collate(examples[i : i + batch], 0, eos) for i in range(0, len(examples), batch)]
 
 
 def batches(examples: list[Example], size: int, rng: random.Random) -> list[list[Example]]:
@@ -263,18 +284,16 @@ def run(plan: AdaptPlan, log: Callable[[str], object] = print) -> Path:
     torch.manual_seed(plan.seed)
     rng = random.Random(plan.seed)
     pairs = [p for path in plan.data for p in load_pairs(path)]
-    train_pairs = [p for p in pairs if not is_held_out(p)]
-    held_pairs = ([p for p in pairs if is_held_out(p)] or train_pairs[:1])[:32]
-    train, eos = encode_pairs(plan.base, train_pairs, plan.max_answer)
-    held_examples, _ = encode_pairs(plan.base, held_pairs, plan.max_answer)
-    held = [collate(held_examples[i : i + plan.batch], 0, eos) for i in range(0, len(held_examples), plan.batch)]
+    train, eos = encode_pairs(plan.base, [p for p in pairs if not is_held_out(p)], plan.max_answer)
+    held = evaluation_batches(plan.base, held_out_pairs(pairs), plan.max_answer, plan.batch)
     model = base_model(plan.base)
     wrapped = add_lora(model, plan.rank, plan.alpha)
     trainable = [p for p in model.parameters() if p.requires_grad]
     eval_block = plan.block_lengths[0] if plan.block_lengths else 0
     attention = f"block-causal, blocks of {'/'.join(map(str, plan.block_lengths))}" if eval_block else "bidirectional"
+    held_count = sum(len(tokens) for tokens, _ in held)
     log(
-        f"{len(train)} training pairs, {len(held_examples)} held out; LoRA rank {plan.rank} on {len(wrapped)} "
+        f"{len(train)} training pairs, {held_count} held out; LoRA rank {plan.rank} on {len(wrapped)} "
         f"matrices: {count_to_str(sum(p.numel() for p in trainable))} trainable parameters; {attention}"
     )
     optimizer = torch.optim.AdamW(trainable, lr=plan.peak_lr, betas=(0.9, 0.99), weight_decay=0.0)
@@ -282,10 +301,7 @@ def run(plan: AdaptPlan, log: Callable[[str], object] = print) -> Path:
     plan.out.mkdir(parents=True, exist_ok=True)
     progress = Progress()
     if plan.init_from is not None and not plan.resume:
-        with torch.no_grad():
-            for name, (a, b) in read_lora(plan.init_from, plan.base, wrapped).items():
-                wrapped[name].a.copy_(torch.from_numpy(a))
-                wrapped[name].b.copy_(torch.from_numpy(b))
+        load_adapter(wrapped, plan.init_from, plan.base)
         log(f"starting from the LoRA of {plan.init_from}")
     if plan.resume:
         progress = resume(plan, wrapped, optimizer, generator)

@@ -40,6 +40,7 @@ from models.training.block_loss import (  # noqa: E402
     training_masks,
     two_stream_mask,
 )
+from models.training.one_pass import THRESHOLDS, OnePassTally, tally_one_pass  # noqa: E402
 
 
 def test_the_streams_attend_as_the_block_cache_does() -> None:
@@ -241,3 +242,31 @@ def test_the_router_charges_a_block_causal_drafter_by_the_block_cache(
     assert main(["route", "--kind", "draft", "--tokens", "256", "--engine", "diffusion", "--explain"]) == 0
     explained = capsys.readouterr().out
     assert "with a settled block of 8 riding along" in explained and "block-causal cache" in explained, explained
+
+
+def test_the_one_pass_tally_counts_each_block_by_offset_and_by_confidence(tiny_llama_path: Path) -> None:
+    """Checked against the same logits grouped by hand: offsets from the aligned block starts, ranks from the
+    top probability within each block, and the thresholds."""
+    model = base_model(tiny_llama_path).eval()
+    random_lora(model, rank=4)
+    tokens = torch.tensor([[1, 2, 3, 4, 5, *range(600, 611)], [1, 2, 3, 700, 701, 702, 703, 704, *[2] * 8]])
+    answer = torch.stack((torch.arange(16) >= 5, torch.arange(16) >= 3))
+    tally = tally_one_pass(model, tokens, answer, OnePassTally(4))
+    logits, targets = block_causal_logits(model, tokens, answer[None], 4)
+    confidence, guesses = torch.softmax(logits, -1).max(-1)
+    blocks: dict[tuple[int, int], list[tuple[float, bool]]] = {}
+    right_at = [0] * 4
+    for (row, position), sure, right in zip(
+        answer.nonzero().tolist(), confidence.tolist(), (guesses == targets).tolist(), strict=True
+    ):
+        blocks.setdefault((row, position // 4), []).append((sure, right))
+        right_at[position % 4] += right
+    by_rank = [0] * 4
+    for members in blocks.values():
+        for rank, (_, right) in enumerate(sorted(members, key=lambda member: -member[0])):
+            by_rank[rank] += right
+    assert tally.blocks == len(blocks) == 7  # rows of 11 and 13 answer positions, blocks aligned from 0
+    assert tally.counted_at == [5, 6, 6, 7] and sum(tally.counted_by_rank) == 24
+    assert tally.right_at == right_at and tally.right_by_rank == by_rank
+    assert tally.per_block(sum(right_at)) == pytest.approx(4 * sum(right_at) / 24)
+    assert tally.confident[0] == int((confidence >= THRESHOLDS[0]).sum())
