@@ -4,15 +4,16 @@ The speed of block diffusion on the CPU is in one pass a block (K = N/B): B toke
 (the settled block riding along with the new one), against AR's B decodes of one row. This bench measures
 both sides of that trade:
 
-1. torch, on the held-out pairs the training log evaluates or on the unseen instructions with AR's drafts
-   of them: every answer block fully masked after clean blocks (models/training/one_pass.py), accuracy by
-   offset in the block and by confidence rank, and the positions at or above each threshold; the base
-   SmolLM2 alone, causal (blocks of 1), as AR's own reference on the same drafts.
+1. torch, on the held-out pairs the training log evaluates, as many pairs it was trained on, or the unseen
+   instructions with AR's drafts of them: every answer block fully masked after clean blocks
+   (models/training/one_pass.py), accuracy by offset in the block and by confidence rank, and the
+   positions at or above each threshold; the base SmolLM2 alone, causal (blocks of 1), as AR's own
+   reference on the same drafts.
 2. llama.cpp, after torch is done: one decode of b rows against a 200-token cache for AR (Q4_1) and the
    drafter as the service serves it (merged at Q8_0), and from them the speed of one pass a block as a
    multiple of AR's, and the tokens a pass would have to settle right to be 1.5 times as fast as AR.
 
-    .venv/bin/python bench/one_pass_accuracy.py [--set held-out|unseen] [--adapter PATH] [--blocks 4,8,16]
+    .venv/bin/python bench/one_pass_accuracy.py [--set held-out|trained|unseen] [--adapter PATH] [--blocks 4,8,16]
 
 Run it alone on an idle machine (one torch or llama.cpp job at a time).
 """
@@ -108,9 +109,10 @@ def main() -> None:
     parser.add_argument(
         "--set",
         dest="pair_set",
-        choices=("held-out", "unseen"),
+        choices=("held-out", "trained", "unseen"),
         default="held-out",
-        help="the training log's held-out pairs, or the unseen instructions with AR's drafts of them",
+        help="the training log's held-out pairs, as many pairs it trained on, or the unseen instructions with AR's "
+        "drafts of them",
     )
     parser.add_argument("--prompts", type=int, default=20, help="unseen instructions (--set unseen)")
     args = parser.parse_args()
@@ -122,9 +124,14 @@ def main() -> None:
         print(f"{len(pairs)} unseen instructions, AR's drafts of them as the text")
     else:
         from models.training.adapt import held_out_pairs
+        from models.training.data import is_held_out
 
-        pairs = held_out_pairs([pair for path in DATA for pair in load_pairs(path)])
-        print(f"{len(pairs)} held-out pairs (the training log's)")
+        everything = [pair for path in DATA for pair in load_pairs(path)]
+        pairs = held_out_pairs(everything)
+        if args.pair_set == "trained":  # as many, drawn evenly from the files' order
+            trained = [pair for pair in everything if not is_held_out(pair)]
+            pairs = trained[:: len(trained) // len(pairs)][: len(pairs)]
+        print(f"{len(pairs)} {args.pair_set} pairs")
     results = tallies(args.adapter, blocks, args.rank, pairs)
     ar = results["AR"]
     print(f"\nAR (SmolLM2 alone, causal) on these drafts: {ar.accuracy_at(0):.1%} of {ar.counted_at[0]} tokens")
