@@ -24,7 +24,7 @@ import argparse
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -103,28 +103,36 @@ MODELS: dict[str, Callable[[], Model]] = {
 }
 
 
-def row_costs(llama: llama_cpp.Llama, prompt: list[int], repeats: int = 5) -> dict[int, float]:
-    """Median seconds of one decode of b rows (logits for each) after `prompt`, which stays cached."""
+def row_costs(
+    llama: llama_cpp.Llama,
+    prompt: list[int],
+    repeats: int = 5,
+    sizes: Sequence[int] = ROWS,
+    outputs: Callable[[int], int] = lambda rows: rows,
+) -> dict[int, float]:
+    """Median seconds of one decode of b rows after `prompt`, which stays cached, for each b in `sizes`; logits
+    for the last outputs(b) rows (every row by default)."""
     ctx = llama._ctx
-    batch = _internals.LlamaBatch(n_tokens=len(prompt) + max(ROWS), embd=0, n_seq_max=1, verbose=False)
+    batch = _internals.LlamaBatch(n_tokens=len(prompt) + max(sizes), embd=0, n_seq_max=1, verbose=False)
 
-    def decode(tokens: list[int], position: int) -> None:
+    def decode(tokens: list[int], position: int, wanted: int) -> None:
         raw = batch.batch
         raw.n_tokens = len(tokens)
         for i, token in enumerate(tokens):
-            raw.token[i], raw.pos[i], raw.n_seq_id[i], raw.seq_id[i][0], raw.logits[i] = token, position + i, 1, 0, True
+            raw.token[i], raw.pos[i], raw.n_seq_id[i], raw.seq_id[i][0] = token, position + i, 1, 0
+            raw.logits[i] = i >= len(tokens) - wanted
         if llama_cpp.llama_decode(ctx.ctx, raw) != 0:
             raise RuntimeError("llama.cpp failed to decode")
 
     ctx.kv_cache_clear()
-    decode(prompt, 0)
+    decode(prompt, 0, 1)
     costs: dict[int, float] = {}
-    for rows in ROWS:
+    for rows in sizes:
         times = []
         for _ in range(repeats):
             ctx.kv_cache_seq_rm(0, len(prompt), -1)
             started = time.perf_counter()
-            decode(prompt[:rows], len(prompt))
+            decode(prompt[:rows], len(prompt), outputs(rows))
             times.append(time.perf_counter() - started)
         costs[rows] = statistics.median(times)
     ctx.kv_cache_clear()

@@ -9,9 +9,10 @@ both sides of that trade:
    (models/training/one_pass.py), accuracy by offset in the block and by confidence rank, and the
    positions at or above each threshold; the base SmolLM2 alone, causal (blocks of 1), as AR's own
    reference on the same drafts.
-2. llama.cpp, after torch is done: one decode of b rows against a 200-token cache for AR (Q4_1) and the
-   drafter as the service serves it (merged at Q8_0), and from them the speed of one pass a block as a
-   multiple of AR's, and the tokens a pass would have to settle right to be 1.5 times as fast as AR.
+2. llama.cpp, after torch is done, against a 200-token cache: one AR row (Q4_1), and for the drafter as the
+   service serves it (merged at Q8_0) one decode of 2B rows with logits for the B + 1 the block cache asks
+   for; from them the speed of one pass a block as a multiple of AR's, and the tokens a pass would have to
+   settle right to be 1.5 times as fast as AR.
 
     .venv/bin/python bench/one_pass_accuracy.py [--set held-out|trained|unseen] [--adapter PATH] [--blocks 4,8,16]
 
@@ -27,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from block_diffusion import ADAPTER, DOCUMENTS, PROMPT_TOKENS, ROWS, drafter_file, row_costs
+from block_diffusion import ADAPTER, DOCUMENTS, PROMPT_TOKENS, drafter_file, row_costs
 from machine import describe_machine
 
 from models.catalogue import resolve_model
@@ -83,7 +84,8 @@ def tallies(adapter: Path, blocks: list[int], rank: int, pairs: list[Pair]) -> d
 
 
 def pass_costs(blocks: list[int], rounds: int) -> tuple[float, dict[int, float]]:
-    """One AR row's seconds, and the drafter's seconds for one decode of b rows."""
+    """One AR row's seconds, and the drafter's for a one-pass block of each length B: one decode of 2B rows
+    with logits for the B + 1 the block cache asks for (the settled block's last row and the new block's)."""
     from engines.diffusion.llama_backend import LlamaDiffusionBackend
     from engines.diffusion.load_settings import DiffusionLoadSettings
     from engines.llama_ar import LlamaAREngine, LlamaSettings
@@ -92,12 +94,12 @@ def pass_costs(blocks: list[int], rounds: int) -> tuple[float, dict[int, float]]
     drafter = LlamaDiffusionBackend(drafter_file(), DiffusionLoadSettings(n_ctx=1024, cache="block"))
     document = DOCUMENTS.read_text().split("===\n")[0]
     prompt = ar._llama.tokenize(document.encode(), add_bos=True)[:PROMPT_TOKENS]
+    sizes = [2 * length for length in blocks]
     ar_rounds, drafter_rounds = [], []
     for _ in range(rounds):
-        ar_rounds.append(row_costs(ar._llama, prompt)[1])
-        drafter_rounds.append(row_costs(drafter._llama, prompt))
-    wanted = {b for length in blocks for b in (length, 2 * length)} & set(ROWS)
-    return statistics.median(ar_rounds), {b: statistics.median(r[b] for r in drafter_rounds) for b in wanted}
+        ar_rounds.append(row_costs(ar._llama, prompt, sizes=[1])[1])
+        drafter_rounds.append(row_costs(drafter._llama, prompt, sizes=sizes, outputs=lambda rows: rows // 2 + 1))
+    return statistics.median(ar_rounds), {b // 2: statistics.median(r[b] for r in drafter_rounds) for b in sizes}
 
 
 def main() -> None:
@@ -152,16 +154,14 @@ def main() -> None:
                 f"{tally.confident_right[index] / max(1, sure):.0%} of them right"
             )
     ar_row, costs = pass_costs(blocks, args.rounds)
-    print(f"\nOne AR row: {ar_row * 1000:.1f} ms; the drafter (merged at Q8_0), one decode of b rows:")
+    print(f"\nOne AR row: {ar_row * 1000:.1f} ms; the drafter (merged at Q8_0), a one-pass block:")
     for length in blocks:
-        if 2 * length not in costs:
-            continue
-        pass_rows = costs[2 * length] / ar_row
+        pass_rows = costs[length] / ar_row
         speed = length / pass_rows
         needed = AIM * pass_rows
         got = results[f"B{length}"].per_block(sum(results[f"B{length}"].right_at))
         print(
-            f"blocks of {length}: a one-pass block ({2 * length} rows) costs {pass_rows:.2f} AR rows, so at most "
+            f"blocks of {length}: {2 * length} rows, logits for {length + 1}, cost {pass_rows:.2f} AR rows, so at most "
             f"{speed:.2f}x AR; {AIM}x needs {needed:.1f} of its {length} tokens right every pass, "
             f"the drafter gets {got:.2f} right"
         )
