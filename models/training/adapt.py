@@ -28,7 +28,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from models.adapted import MASK_TOKEN_ID, BlockDecoding, read_lora, write_adapter
+from models.adapted import MASK_TOKEN_ID, BlockDecoding, adapter_info, read_lora, write_adapter
 from models.hf_checkpoint import TransformerSpec
 from models.layouts import gguf_name, hf_rope_rows
 from models.training.block_loss import block_causal_loss, one_pass_loss
@@ -70,7 +70,7 @@ class AdaptPlan:
     whole_block_share: float = 0.0
     bf16: bool = False  # bfloat16 autocast: faster with AMX or AVX512_BF16 here; measure on other CPUs
     resume: bool = False  # go on from the checkpoint in `out` (its LoRA, optimizer, schedule and log)
-    init_from: Path | None = None  # start from this adapter's LoRA (of the same base and rank), not from zero
+    init_from: Path | None = None  # start from this adapter's LoRA (same base, rank at most this), not from zero
     seed: int = 0
 
 
@@ -152,11 +152,18 @@ def add_lora(model: DiffusionTransformer, rank: int, alpha: float) -> dict[str, 
 
 
 def load_adapter(wrapped: dict[str, LoRALinear], adapter: Path, base: Path) -> None:
-    """Set the wrappers' LoRA to the adapter GGUF's (of the same base and rank)."""
+    """Set the wrappers' LoRA to the adapter GGUF's (of the same base). Wrappers of a higher rank get the
+    adapter's update in their first rows and nothing from the rest (B = 0 there), so they compute the same
+    function and train on with the added rank."""
+    alpha = adapter_info(adapter).alpha
     with torch.no_grad():
         for name, (a, b) in read_lora(adapter, base, wrapped).items():
-            wrapped[name].a.copy_(torch.from_numpy(a))
-            wrapped[name].b.copy_(torch.from_numpy(b))
+            lora, rank = wrapped[name], a.shape[0]
+            if rank > lora.a.shape[0]:
+                raise ValueError(f"{adapter} has rank {rank}, more than the {lora.a.shape[0]} being trained")
+            lora.a[:rank].copy_(torch.from_numpy(a))
+            lora.b.zero_()
+            lora.b[:, :rank].copy_(torch.from_numpy(b) * (alpha / rank) / lora.scale)
 
 
 @dataclass(frozen=True)
@@ -491,7 +498,9 @@ def main() -> None:
     )
     parser.add_argument("--bf16", action="store_true", help="bfloat16 autocast (faster with AMX or AVX512_BF16)")
     parser.add_argument("--resume", action="store_true", help="go on from the checkpoint in --out")
-    parser.add_argument("--init-from", type=Path, default=None, help="start from this adapter's LoRA (same rank)")
+    parser.add_argument(
+        "--init-from", type=Path, default=None, help="start from this adapter's LoRA (the same rank or a lower one)"
+    )
     parser.add_argument("--batch", type=int, default=AdaptPlan.batch)
     parser.add_argument("--eval-every", type=int, default=AdaptPlan.eval_every)
     args = parser.parse_args()

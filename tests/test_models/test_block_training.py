@@ -31,7 +31,7 @@ from models.adapted import (  # noqa: E402
     write_merged_file,
 )
 from models.gguf_info import inspect_gguf  # noqa: E402
-from models.training.adapt import AdaptPlan, base_model, run  # noqa: E402
+from models.training.adapt import AdaptPlan, add_lora, base_model, load_adapter, run  # noqa: E402
 from models.training.block_loss import (  # noqa: E402
     block_causal_logits,
     block_causal_loss,
@@ -270,3 +270,26 @@ def test_the_one_pass_tally_counts_each_block_by_offset_and_by_confidence(tiny_l
     assert tally.right_at == right_at and tally.right_by_rank == by_rank
     assert tally.per_block(sum(right_at)) == pytest.approx(4 * sum(right_at) / 24)
     assert tally.confident[0] == int((confidence >= THRESHOLDS[0]).sum())
+
+
+def test_a_lower_rank_adapter_starts_a_higher_rank_run_with_the_same_function(
+    tiny_llama_path: Path, tmp_path: Path
+) -> None:
+    """--init-from an adapter of rank 4 into a rank-8 LoRA (alpha 8): the same logits, and the added rank
+    trains (its A is not zero, its B starts at zero)."""
+    source = base_model(tiny_llama_path).eval()
+    lora = random_lora(source, rank=4)
+    path = write_adapter(tmp_path / "rank4.gguf", tiny_llama_path, lora, alpha=4.0, name="rank4")
+    wider = base_model(tiny_llama_path).eval()
+    wrapped = add_lora(wider, 8, 8.0)
+    load_adapter(wrapped, path, tiny_llama_path)
+    tokens = torch.tensor([[1, 2, 3, 4, 5, 6, 7, 8]])
+    with torch.no_grad():
+        expected, _ = source(tokens, torch.arange(8))
+        got, _ = wider(tokens, torch.arange(8))
+    assert torch.allclose(got, expected, atol=1e-4)
+    layer = next(iter(wrapped.values()))
+    assert bool(layer.a[4:].abs().sum() > 0) and not bool(layer.b[:, 4:].any())
+    narrower = add_lora(base_model(tiny_llama_path), 2, 2.0)
+    with pytest.raises(ValueError, match="rank 4"):
+        load_adapter(narrower, path, tiny_llama_path)
