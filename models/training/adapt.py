@@ -163,7 +163,8 @@ def load_adapter(wrapped: dict[str, LoRALinear], adapter: Path, base: Path) -> N
                 raise ValueError(f"{adapter} has rank {rank}, more than the {lora.a.shape[0]} being trained")
             lora.a[:rank].copy_(torch.from_numpy(a))
             lora.b.zero_()
-            lora.b[:, :rank].copy_(torch.from_numpy(b) * (alpha / rank) / lora.scale)
+            scale = (alpha or rank) / rank  # llama.cpp reads a missing alpha as the rank
+            lora.b[:, :rank].copy_(torch.from_numpy(b) * scale / lora.scale)
 
 
 @dataclass(frozen=True)
