@@ -28,28 +28,36 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import torch
 from block_diffusion import ADAPTER, DOCUMENTS, PROMPT_TOKENS, drafter_file, row_costs
 from machine import describe_machine
 
+from app.storage.config import ChatSection
+from engines.ar_engine import Sampling
+from engines.diffusion.llama_backend import LlamaDiffusionBackend
+from engines.diffusion.load_settings import DiffusionLoadSettings
+from engines.events import Token
+from engines.llama_ar import LlamaAREngine, LlamaSettings
 from models.catalogue import resolve_model
-from models.training.data import Pair, load_pairs
-from models.training.one_pass import THRESHOLDS, OnePassTally
+from models.training.adapt import (
+    AdaptPlan,
+    add_lora,
+    base_model,
+    evaluation_batches,
+    held_out_pairs,
+    load_adapter,
+)
+from models.training.data import Pair, is_held_out, load_pairs
+from models.training.one_pass import THRESHOLDS, OnePassTally, tally_one_pass
+from models.training.open_prompts import open_instructions
 
 DATA = [Path("models/training/data") / f"drafts{suffix}.jsonl" for suffix in ("", "-open", "-rewrite", "-document")]
 AIM = 1.5  # issue #29's speed aim, as a multiple of AR's tokens per second
 
 
-def unseen_pairs(count: int) -> list[Pair]:
+def unseen_pairs(ar: LlamaAREngine, count: int) -> list[Pair]:
     """The unseen instructions (models/training/open_prompts.py) with AR's drafts of them, written as a
     fresh install's AR drafts are (greedy, chat.no_repeat_ngram), as long as a training answer may be."""
-    from app.storage.config import ChatSection
-    from engines.ar_engine import Sampling
-    from engines.events import Token
-    from engines.llama_ar import LlamaAREngine, LlamaSettings
-    from models.training.adapt import AdaptPlan
-    from models.training.open_prompts import open_instructions
-
-    ar = LlamaAREngine(resolve_model("smollm2-135m-instruct").path, "smollm2", LlamaSettings(n_ctx=1024))
     sampling = Sampling(no_repeat_ngram=ChatSection().no_repeat_ngram)
     pairs = []
     for number, instruction in enumerate(open_instructions(count, quoted=[], held_out=True)):
@@ -59,14 +67,8 @@ def unseen_pairs(count: int) -> list[Pair]:
     return pairs
 
 
-def tallies(adapter: Path, blocks: list[int], rank: int, pairs: list[Pair]) -> dict[str, OnePassTally]:
-    import torch
-
-    from models.training.adapt import AdaptPlan, add_lora, base_model, evaluation_batches, load_adapter
-    from models.training.one_pass import tally_one_pass
-
+def tallies(base: Path, adapter: Path, blocks: list[int], rank: int, pairs: list[Pair]) -> dict[str, OnePassTally]:
     torch.set_num_threads(2)
-    base = resolve_model("smollm2-135m-instruct").path
     held = evaluation_batches(base, pairs, AdaptPlan.max_answer, AdaptPlan.batch)
     model = base_model(base).eval()
 
@@ -83,14 +85,9 @@ def tallies(adapter: Path, blocks: list[int], rank: int, pairs: list[Pair]) -> d
     return results
 
 
-def pass_costs(blocks: list[int], rounds: int) -> tuple[float, dict[int, float]]:
+def pass_costs(ar: LlamaAREngine, blocks: list[int], rounds: int) -> tuple[float, dict[int, float]]:
     """One AR row's seconds, and the drafter's for a one-pass block of each length B: one decode of 2B rows
     with logits for the B + 1 the block cache asks for (the settled block's last row and the new block's)."""
-    from engines.diffusion.llama_backend import LlamaDiffusionBackend
-    from engines.diffusion.load_settings import DiffusionLoadSettings
-    from engines.llama_ar import LlamaAREngine, LlamaSettings
-
-    ar = LlamaAREngine(resolve_model("smollm2-135m-instruct").path, "smollm2", LlamaSettings(n_ctx=1024))
     drafter = LlamaDiffusionBackend(drafter_file(), DiffusionLoadSettings(n_ctx=1024, cache="block"))
     document = DOCUMENTS.read_text().split("===\n")[0]
     prompt = ar._llama.tokenize(document.encode(), add_bos=True)[:PROMPT_TOKENS]
@@ -121,22 +118,24 @@ def main() -> None:
     blocks = [int(b) for b in args.blocks.split(",")]
     print(f"machine: {describe_machine()}")
     print(f"adapter: {args.adapter}")
+    base = resolve_model("smollm2-135m-instruct").path
+    ar = LlamaAREngine(base, "smollm2", LlamaSettings(n_ctx=1024))
     if args.pair_set == "unseen":
-        pairs = unseen_pairs(args.prompts)
+        pairs = unseen_pairs(ar, args.prompts)
         print(f"{len(pairs)} unseen instructions, AR's drafts of them as the text")
     else:
-        from models.training.adapt import held_out_pairs
-        from models.training.data import is_held_out
-
         everything = [pair for path in DATA for pair in load_pairs(path)]
         pairs = held_out_pairs(everything)
         if args.pair_set == "trained":  # as many, drawn evenly from the files' order
             trained = [pair for pair in everything if not is_held_out(pair)]
             pairs = trained[:: len(trained) // len(pairs)][: len(pairs)]
         print(f"{len(pairs)} {args.pair_set} pairs")
-    results = tallies(args.adapter, blocks, args.rank, pairs)
-    ar = results["AR"]
-    print(f"\nAR (SmolLM2 alone, causal) on these drafts: {ar.accuracy_at(0):.1%} of {ar.counted_at[0]} tokens")
+    results = tallies(base, args.adapter, blocks, args.rank, pairs)
+    reference = results["AR"]
+    print(
+        f"\nAR (SmolLM2 alone, causal) on these drafts: {reference.accuracy_at(0):.1%} "
+        f"of {reference.counted_at[0]} tokens"
+    )
     for length in blocks:
         tally = results[f"B{length}"]
         print(f"\nBlocks of {length}, each fully masked after clean blocks ({tally.blocks} blocks)")
@@ -153,7 +152,7 @@ def main() -> None:
                 f"at threshold {threshold}: {tally.per_block(sure):.2f} positions of a block of {length}, "
                 f"{tally.confident_right[index] / max(1, sure):.0%} of them right"
             )
-    ar_row, costs = pass_costs(blocks, args.rounds)
+    ar_row, costs = pass_costs(ar, blocks, args.rounds)
     print(f"\nOne AR row: {ar_row * 1000:.1f} ms; the drafter (merged at Q8_0), a one-pass block:")
     for length in blocks:
         pass_rows = costs[length] / ar_row

@@ -269,7 +269,9 @@ def test_the_one_pass_tally_counts_each_block_by_offset_and_by_confidence(tiny_l
     assert tally.counted_at == [5, 6, 6, 7] and sum(tally.counted_by_rank) == 24
     assert tally.right_at == right_at and tally.right_by_rank == by_rank
     assert tally.per_block(sum(right_at)) == pytest.approx(4 * sum(right_at) / 24)
-    assert tally.confident[0] == int((confidence >= THRESHOLDS[0]).sum())
+    right = guesses == targets
+    assert tally.confident == [int((confidence >= threshold).sum()) for threshold in THRESHOLDS]
+    assert tally.confident_right == [int((right & (confidence >= threshold)).sum()) for threshold in THRESHOLDS]
 
 
 def test_a_lower_rank_adapter_starts_a_higher_rank_run_with_the_same_function(
