@@ -14,6 +14,7 @@ from app.domain.draft_request import DraftRequest, routing_request
 from app.domain.reply import Reply
 from app.errors import RoutingError, SharpenError
 from app.orchestration.calibrating import LEARN_MIN_TOKENS, Calibrations
+from app.orchestration.draft_lengths import DraftLengthLog
 from app.orchestration.draft_settings import DraftSettings
 from app.orchestration.drafters import ArDrafter, DiffusionDrafter
 from app.orchestration.engine_registry import EngineRegistry
@@ -39,9 +40,12 @@ class SharpenService:
         self.paths = paths
         self.engines = EngineRegistry(paths, config)
         self.models: ModelManager = self.engines.models
-        self.routing = RouteInputs(self.models, paths.data_dir / "calibration.toml", self._routing_setup)
+        self.routing = RouteInputs(
+            self.models, paths.data_dir / "calibration.toml", paths.data_dir / "draft-lengths.toml", self._routing_setup
+        )
         self.draft_settings = DraftSettings(lambda: self.config, self.models, paths.config_file)
         self.calibrations = Calibrations(self.engines, self.routing, self.draft_settings)
+        self.draft_lengths = DraftLengthLog(self.routing)
         self.ar = ArDrafter(self.engines.ar)
         self.diffusion = DiffusionDrafter(self.engines.diffusion)
 
@@ -118,8 +122,8 @@ class SharpenService:
             chosen = self.draft_settings.routed(route, settings, steps_fixed="steps" in overrides)
             job = self.diffusion.draft(request, tokens, chosen, cancel)
         # A draft whose passes the request fixed ran another plan than the one the router estimates.
-        learn = None if "steps" in overrides else functools.partial(self._learn, request, settings)
-        return Reply(route, job, kind=request.kind, prompt=request.recorded_prompt, finished=learn)
+        finished = functools.partial(self._learn, request, settings, costs="steps" not in overrides)
+        return Reply(route, job, kind=request.kind, prompt=request.recorded_prompt, finished=finished)
 
     def measures_first(self) -> bool:
         """Whether the next draft measures this machine before it is routed (a few seconds, once)."""
@@ -132,10 +136,18 @@ class SharpenService:
         seed = (self.config.diffusion.seed if base_seed is None else int(base_seed)) + index
         return replace(request, overrides={**request.overrides, "seed": seed, "temperature": temperature})
 
-    def route(self, request: Request, policy: Policy | None = None, plan: DiffusionPlan | None = None) -> Route:
-        """The route for a request (`sharpen route`, the server's status), with the configured draft settings."""
+    def route(
+        self,
+        request: Request,
+        policy: Policy | None = None,
+        plan: DiffusionPlan | None = None,
+        *,
+        as_asked: bool = False,
+    ) -> Route:
+        """The route for a request (`sharpen route`, the server's status), with the configured draft settings;
+        its estimates for the length each engine is expected to write, or (`as_asked`) the length asked."""
         try:
-            return self.routing.route(request, plan or self.draft_settings.plan(), policy)
+            return self.routing.route(request, plan or self.draft_settings.plan(), policy, as_asked=as_asked)
         except NoEngineAvailable as error:
             raise RoutingError(str(error)) from None
 
@@ -143,11 +155,11 @@ class SharpenService:
         """Point a role ("complete" or "draft") at a model, in the config file and in this session."""
         self.engines.use_model(role, name, force=force)
 
-    def _draft_route(self, request: DraftRequest, tokens: int, plan: DiffusionPlan) -> Route:
+    def _draft_route(self, request: DraftRequest, tokens: int, plan: DiffusionPlan, *, as_asked: bool = False) -> Route:
         """The route, with the document around the cursor counted in the prompt and said in the reason."""
         readable = max(0, self.config.diffusion.n_ctx - tokens)
         routing, document_tokens = routing_request(request, tokens, readable, self.config.router.quality)
-        route = self.route(routing, request.policy, plan)
+        route = self.route(routing, request.policy, plan, as_asked=as_asked)
         if not document_tokens:
             return route
         reason = f"{route.reason}; the estimates count ~{document_tokens} tokens of the document around the cursor"
@@ -159,18 +171,24 @@ class SharpenService:
         assert reply.done is not None, "a finished reply"
         engine, written = reply.route.engine, max(1, reply.done.stats.generated_tokens)
         plan = self.draft_settings.plan(settings)
-        route = self._draft_route(replace(request, tokens=written, engine=engine), written, plan)
+        route = self._draft_route(replace(request, tokens=written, engine=engine), written, plan, as_asked=True)
         return route.estimates[engine].seconds
 
-    def _learn(self, request: DraftRequest, settings: DiffusionSettings, reply: Reply) -> None:
-        """A finished draft's time against the router's estimate for the length it wrote, to the costs."""
+    def _learn(self, request: DraftRequest, settings: DiffusionSettings, reply: Reply, *, costs: bool) -> None:
+        """A finished draft's length to its engine's draft lengths, and (`costs`) its time against the router's
+        estimate for the length it wrote to the engine's costs."""
         done = reply.done
-        if done is None or done.stats.finish_reason == "cancelled" or done.stats.generated_tokens < LEARN_MIN_TOKENS:
+        if done is None or done.stats.finish_reason == "cancelled":
             return
-        stats = done.stats
+        stats, route = done.stats, reply.route
+        self.draft_lengths.record(
+            route.engine, request.kind, route.model, route.max_tokens, stats.generated_tokens, stats.finish_reason
+        )
+        if not costs or stats.generated_tokens < LEARN_MIN_TOKENS:
+            return
         took = stats.total_s - stats.waited_s if isinstance(stats, DiffusionStats) else stats.total_s
         try:  # the draft is what matters: costs that cannot be read or saved now are learnt from the next
-            self.calibrations.learn(reply.route.engine, self.estimate_as_written(request, settings, reply), took)
+            self.calibrations.learn(route.engine, self.estimate_as_written(request, settings, reply), took)
         except SharpenError:
             return
 

@@ -10,6 +10,9 @@ bench/embedded_quality.py's measure, on the first 128 tokens), and passes per to
 Rewrites: paragraphs holding names and numbers (bench/data/rewrite_paragraphs.txt, written for this
 bench), each rewritten "more formal", "shorter" and "as a list" by both engines: how many of the
 selection's names and numbers the rewrite keeps.
+Estimates: the router's, for the length each engine's drafts are expected to write (learnt from the drafts
+before it in the run, as a user's install learns: router/lengths.py), against the medians and as each
+draft's median error; and the estimate had the draft asked for the length it wrote (the cost model's own error).
 One llama.cpp job at a time: run it on an idle machine.
 
     .venv/bin/python bench/drafter_vs_ar.py [--prompts 20] [--lengths 128,256] [--rewrites 6]
@@ -185,12 +188,14 @@ def main() -> None:
             position = (math.log(statistics.median(tally.perplexity)) - teacher) / (shuffled - teacher)
             measured, estimated = statistics.median(tally.seconds), statistics.median(tally.estimated)
             errors = [e / m - 1 for e, m in zip(tally.estimated_written, tally.seconds, strict=True)]
+            asked_errors = [e / m - 1 for e, m in zip(tally.estimated, tally.seconds, strict=True)]
             print(
                 f"| {n} | {label} | {tally.tokens_per_s:.1f} | {tally.tokens_per_s / ar_rate:.2f} | "
                 f"{sum(tally.topical)} of {len(tally.topical)} | {statistics.mean(tally.repeats):.0%} | "
                 f"{sum(tally.blank_runs)} | {position:.2f} | {sum(tally.passes) / max(1, sum(tally.tokens)):.2f} | "
                 f"{measured:.2f} | "
-                f"{estimated:.2f} ({estimated / measured - 1:+.0%}) | median {statistics.median(errors):+.0%} |"
+                f"{estimated:.2f} ({estimated / measured - 1:+.0%}; median {statistics.median(asked_errors):+.0%}) | "
+                f"median {statistics.median(errors):+.0%} |"
             )
         faster_estimated = min(ENGINES, key=lambda e: statistics.median(drafts[n, e].estimated))
         faster_measured = min(ENGINES, key=lambda e: statistics.median(drafts[n, e].seconds))

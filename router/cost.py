@@ -13,13 +13,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 
 from engines.diffusion.schedule import timestep_passes
 from engines.diffusion.settings import DiffusionSettings
 from router.profile import ArCosts, CostProfile, DiffusionCosts
-from router.request import DiffusionPlan, Estimate
+from router.request import DiffusionPlan, EngineName, Estimate
 
 DREAM_EPS = DiffusionSettings().eps
+# The tokens a draft asked for n is expected to write, by engine (router/lengths.py learns them).
+ExpectedTokens = Callable[[EngineName, int], float]
+
+
+def asked_length(_engine: EngineName, n: int) -> float:
+    """Before any draft is known: a draft writes the length asked for."""
+    return float(n)
 
 
 def passes_for(n: int, plan: DiffusionPlan, costs: DiffusionCosts) -> int:
@@ -105,15 +113,34 @@ def _estimate_block_causal(
     return Estimate("diffusion", seconds, detail)
 
 
-def both_estimates(
-    n: int, prompt_tokens: int, suffix_tokens: int, plan: DiffusionPlan, profile: CostProfile
+def written_length(engine: EngineName, n: int, expected: ExpectedTokens) -> int:
+    return max(1, min(n, round(expected(engine, n))))
+
+
+def _for_written(estimate: Estimate, written: int, n: int) -> Estimate:
+    if written >= n:
+        return estimate
+    detail = f"~{written} of {n} tokens, as its last drafts ran; {estimate.detail}"
+    return replace(estimate, detail=detail, expected_tokens=written)
+
+
+def draft_estimates(
+    n: int,
+    prompt_tokens: int,
+    suffix_tokens: int,
+    plan_for: Callable[[int], DiffusionPlan],
+    profile: CostProfile,
+    expected: ExpectedTokens = asked_length,
 ) -> tuple[Estimate, Estimate]:
-    """AR's and diffusion's estimates for an output of `n` tokens, as the router compares them (with `plan`,
-    the diffusion settings for that length): what `calibrate --show` plots and its crossovers come from."""
-    return (
-        estimate_ar(n, prompt_tokens, profile.ar),
-        estimate_diffusion(n, prompt_tokens, suffix_tokens, plan, profile.diffusion),
+    """AR's and diffusion's estimates for a draft asked for `n` tokens, as the router compares them: each for
+    the length that engine's drafts are expected to write (`expected`), diffusion's with `plan_for` that
+    length (the configured settings, K scaled). What routes, `calibrate --show` and its crossovers use."""
+    ar_written, diffusion_written = (written_length(engine, n, expected) for engine in ("ar", "diffusion"))
+    ar = estimate_ar(ar_written, prompt_tokens, profile.ar)
+    diffusion = estimate_diffusion(
+        diffusion_written, prompt_tokens, suffix_tokens, plan_for(diffusion_written), profile.diffusion
     )
+    return _for_written(ar, ar_written, n), _for_written(diffusion, diffusion_written, n)
 
 
 def diffusion_faster(
@@ -122,12 +149,13 @@ def diffusion_faster(
     shortest: int,
     prompt_tokens: int = 32,
     longest: int = 4096,
+    expected: ExpectedTokens = asked_length,
 ) -> list[tuple[int, int]]:
     """The output lengths from `shortest` to `longest` at which diffusion is estimated faster than AR, as
     ranges [first, last] (the estimates the router compares: it may win only between two lengths)."""
     ranges: list[tuple[int, int]] = []
     for n in range(shortest, longest + 1):
-        ar, diffusion = both_estimates(n, prompt_tokens, 0, plan_for(n), profile)
+        ar, diffusion = draft_estimates(n, prompt_tokens, 0, plan_for, profile, expected)
         faster = diffusion.seconds < ar.seconds
         if faster and ranges and ranges[-1][1] == n - 1:
             ranges[-1] = (ranges[-1][0], n)

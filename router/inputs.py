@@ -20,9 +20,11 @@ from models.errors import ModelError
 from models.gguf_info import GGUFInfo
 from models.hf_checkpoint import inspect_checkpoint, is_checkpoint_folder
 from models.remote import RemoteSource
+from router.cost import ExpectedTokens, asked_length
+from router.lengths import LEARNT_KINDS, LengthBook, load_lengths
 from router.policy import decide
 from router.profile import CostProfile, DeviceClass, ModelSize, estimate_profile, load_profile
-from router.request import DiffusionPlan, EngineName, Policy, QualityGap, Request, Route
+from router.request import DiffusionPlan, EngineName, Kind, Policy, QualityGap, Request, Route
 
 FileVersion = tuple[int, int]
 
@@ -85,27 +87,51 @@ def _version(path: Path) -> FileVersion | None:
 
 
 class RouteInputs:
-    def __init__(self, models: ModelLookup, profile_path: Path, setup: Callable[[], RoutingSetup]) -> None:
+    def __init__(
+        self, models: ModelLookup, profile_path: Path, lengths_path: Path, setup: Callable[[], RoutingSetup]
+    ) -> None:
         self.models = models
         self.profile_path = profile_path
+        self.lengths_path = lengths_path
         self._setup = setup
         self._lock = threading.Lock()
         self._sizes: dict[tuple[str, str, CacheMode, FileVersion], ModelSize | None] = {}
         self._saved: dict[tuple[DeviceClass, FileVersion | None], tuple[CostProfile, str | None]] = {}
+        self._lengths: dict[FileVersion | None, tuple[LengthBook, str | None]] = {}
 
     def gather(self) -> Gathered:
         profile, warning = self.cost_profile()
         present = self.present_engines()
         return Gathered(profile, warning, present, self.quality_gap(present))
 
-    def route(self, request: Request, plan: DiffusionPlan, policy: Policy | None = None) -> Route:
+    def route(
+        self, request: Request, plan: DiffusionPlan, policy: Policy | None = None, *, as_asked: bool = False
+    ) -> Route:
         """The route for `request` (NoEngineAvailable if no engine can serve it); a request that names no
-        latency budget gets the configured one."""
+        latency budget gets the configured one. Its estimates are for the length each engine's drafts are
+        expected to write, or (`as_asked`) for the length asked."""
         setup = self._setup()
         if request.latency_budget_s is None and setup.latency_budget_s > 0:
             request = replace(request, latency_budget_s=setup.latency_budget_s)
         inputs = self.gather()
-        return decide(request, inputs.profile, inputs.present, plan, policy or setup.policy, inputs.quality_gap)
+        expected = asked_length if as_asked else self.expected_tokens(request.kind, inputs.present)
+        policy = policy or setup.policy
+        return decide(request, inputs.profile, inputs.present, plan, policy, inputs.quality_gap, expected)
+
+    def draft_lengths(self) -> tuple[LengthBook, str | None]:
+        """How long each engine's drafts ran (or nothing, and why), read once per version of the file."""
+        key = _version(self.lengths_path)
+        with self._lock:
+            if key not in self._lengths:
+                self._lengths[key] = load_lengths(self.lengths_path)
+            return self._lengths[key]
+
+    def expected_tokens(self, kind: Kind, present: Mapping[EngineName, str]) -> ExpectedTokens:
+        """The tokens each present engine's drafts of `kind` are expected to write (the length asked, for
+        kinds never routed by their estimates)."""
+        if kind not in LEARNT_KINDS:
+            return asked_length
+        return self.draft_lengths()[0].expected_tokens(kind, present)
 
     def device_class(self) -> DeviceClass:
         return "gpu" if gpu_offload_available() and self._setup().gpu_layers != 0 else "cpu"

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 
-from router.cost import DiffusionPlan, estimate_ar, estimate_diffusion
+from router.cost import DiffusionPlan, ExpectedTokens, asked_length, draft_estimates
 from router.profile import CostProfile
 from router.request import EngineName, Estimate, Policy, QualityGap, Request, Route, Rule
 
@@ -34,19 +35,23 @@ def decide(
     base_plan: DiffusionPlan,
     policy: Policy = "measured",
     quality_gap: QualityGap | None = None,
+    expected: ExpectedTokens = asked_length,
 ) -> Route:
     """Choose an engine for `request` among those whose model is present (`models`: engine -> model name).
-    `quality_gap`: the draft model's measured quality against AR's, where the catalogue has it."""
+    `quality_gap`: the draft model's measured quality against AR's, where the catalogue has it; `expected`:
+    the tokens each engine's drafts of this kind are expected to write (router/lengths.py), which the
+    estimates are for."""
     if request.output_tokens < 1:
         raise ValueError("a request must ask for at least one token")
     plan = diffusion_plan(request, base_plan)
-    estimates: dict[EngineName, Estimate] = {}
-    if "ar" in models:
-        estimates["ar"] = estimate_ar(request.output_tokens, request.prompt_tokens, profile.ar)
-    if "diffusion" in models:
-        estimates["diffusion"] = estimate_diffusion(
-            request.output_tokens, request.prompt_tokens, request.suffix_tokens, plan, profile.diffusion
-        )
+
+    def plan_for(written: int) -> DiffusionPlan:
+        return diffusion_plan(replace(request, output_tokens=written), base_plan)
+
+    both = draft_estimates(
+        request.output_tokens, request.prompt_tokens, request.suffix_tokens, plan_for, profile, expected
+    )
+    estimates: dict[EngineName, Estimate] = {e.engine: e for e in both if e.engine in models}
     engine, reason, rule = _choose(request, estimates, policy, quality_gap)
     if engine == "ar" and request.kind == "infill" and "diffusion" not in models:
         reason += "; AR sees only the text before the selection"

@@ -118,6 +118,8 @@ class Estimate:
     seconds: float
     # What the estimate assumed, in words ("64 passes x 0.41 s over 144 positions").
     detail: str
+    # The tokens the draft is expected to write, where fewer than asked (the engine's drafts end earlier).
+    expected_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -164,6 +166,11 @@ class Route:
             "policy": self.policy,
             "rule": self.rule,
             "estimates": {
-                name: {"seconds": round(e.seconds, 4), "detail": e.detail} for name, e in self.estimates.items()
+                name: {
+                    "seconds": round(e.seconds, 4),
+                    "tokens": e.expected_tokens or self.max_tokens,
+                    "detail": e.detail,
+                }
+                for name, e in self.estimates.items()
             },
         }

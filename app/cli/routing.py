@@ -14,7 +14,8 @@ from app.service import SharpenService
 from app.storage.atomic import write_atomic
 from app.storage.config import at_least
 from router.calibration import QUICK, CalibrationSizes
-from router.cost import DiffusionPlan, both_estimates, diffusion_faster
+from router.cost import DiffusionPlan, ExpectedTokens, diffusion_faster, draft_estimates
+from router.lengths import MIN_DRAFTS
 from router.policy import SHORT_OUTPUT_TOKENS, STEPS_PER_TOKEN, diffusion_plan
 from router.profile import CostProfile, render_profile
 from router.request import ENGINES, KINDS, POLICIES, QUALITIES, EngineName, Estimate, Request
@@ -106,27 +107,35 @@ def svg_path(text: str) -> Path:
 @dataclass(frozen=True)
 class DraftEstimates:
     """Both engines' estimates for a draft of any length, as `sharpen route --kind draft` makes them: the
-    router's cost functions (router/cost.py both_estimates), its plan for that length (diffusion_plan: the
-    configured settings, K scaled by the quality preset) and the context a Request assumes by default."""
+    router's cost functions (router/cost.py draft_estimates), its plan for that length (diffusion_plan: the
+    configured settings, K scaled by the quality preset), the lengths each engine's drafts are expected to
+    write (router/lengths.py) and the context a Request assumes by default."""
 
     profile: CostProfile
     base: DiffusionPlan
     request: Request  # a draft at the configured quality; its output length is replaced
+    expected: ExpectedTokens
 
     @classmethod
     def of(cls, sharpen: SharpenService, profile: CostProfile) -> DraftEstimates:
-        return cls(profile, sharpen.draft_settings.plan(), Request("draft", 1, quality=sharpen.config.router.quality))
+        request = Request("draft", 1, quality=sharpen.config.router.quality)
+        expected = sharpen.routing.expected_tokens("draft", sharpen.routing.present_engines())
+        return cls(profile, sharpen.draft_settings.plan(), request, expected)
 
     def plan_for(self, n: int) -> DiffusionPlan:
         return diffusion_plan(replace(self.request, output_tokens=n), self.base)
 
     def at(self, n: int) -> tuple[Estimate, Estimate]:
-        """AR's and diffusion's estimates for a draft of `n` tokens."""
-        return both_estimates(n, self.request.prompt_tokens, self.request.suffix_tokens, self.plan_for(n), self.profile)
+        """AR's and diffusion's estimates for a draft asked for `n` tokens."""
+        request = self.request
+        return draft_estimates(
+            n, request.prompt_tokens, request.suffix_tokens, self.plan_for, self.profile, self.expected
+        )
 
     def diffusion_faster(self, shortest: int, longest: int) -> list[tuple[int, int]]:
         """The ranges of lengths at which diffusion is estimated faster (router/cost.py diffusion_faster)."""
-        return diffusion_faster(self.profile, self.plan_for, shortest, self.request.prompt_tokens, longest)
+        prompt = self.request.prompt_tokens
+        return diffusion_faster(self.profile, self.plan_for, shortest, prompt, longest, self.expected)
 
 
 def calibrate(args: argparse.Namespace) -> int:
@@ -151,6 +160,7 @@ def calibrate(args: argparse.Namespace) -> int:
         spans = ", ".join(f"{lo}+" if hi == longest else f"{lo}-{hi}" for lo, hi in faster)
         print(f"# diffusion is estimated faster than AR at {spans} tokens, of the {which}")
     present = sharpen.routing.present_engines()
+    print_draft_lengths(sharpen, present)
     width, height, colour = plot_size(sys.stdout)
     chart, summary = cost_chart(drafts, present, width)
     print(render(chart, width, height, colour))
@@ -164,6 +174,22 @@ def calibrate(args: argparse.Namespace) -> int:
             return fail(f"cannot write the plot to {args.plot}: {error.strerror or error}")
         print(f"wrote {args.plot}", file=sys.stderr)
     return 0
+
+
+def print_draft_lengths(sharpen: SharpenService, present: dict[EngineName, str], n: int = 256) -> None:
+    """How long each engine's drafts have run, as the estimates above assume (router/lengths.py)."""
+    book, warning = sharpen.routing.draft_lengths()
+    if warning:
+        print(f"sharpen: warning: {warning}", file=sys.stderr)
+    for engine, model in present.items():
+        known = book.of(engine, "draft", model)
+        if len(known.drafts) < MIN_DRAFTS:
+            print(f"# {engine_label(engine)}: drafts are estimated for the length asked ({len(known.drafts)} known)")
+        else:
+            print(
+                f"# {engine_label(engine)}: a draft of {n} tokens is estimated for ~{known.expected(n):.0f}, "
+                f"as its last {len(known.drafts)} drafts ran"
+            )
 
 
 def cost_chart(
