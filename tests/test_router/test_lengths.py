@@ -33,12 +33,15 @@ def lengths(*drafts: tuple[int, int, bool], model: str = "smollm2") -> DraftLeng
 
 
 def test_a_draft_of_n_is_expected_to_write_what_each_known_draft_would_have_written() -> None:
-    known = lengths((256, 100, True), (256, 256, False), (128, 60, True))
-    # Asked for 80: the drafts that ended at 100 and 60 would have written 80 and 60; the one cut at 256 runs on.
-    assert known.expected(80) == pytest.approx((80 + 80 + 60) / 3)
-    # Asked for 400: a draft cut at 256 may have run on to 400, so the estimate errs long.
-    assert known.expected(400) == pytest.approx((100 + 400 + 60) / 3)
-    assert known.expected(400) < 400
+    known = lengths((256, 100, True), (256, 256, False), (128, 60, True), (256, 256, False), (256, 90, True))
+    # Asked for 80: the drafts that ended at 100 and 90 would have written 80, the one at 60 60; the ones cut
+    # at 256 run on. The median of 80, 80, 60, 80, 80.
+    assert known.expected(80) == 80
+    # Asked for 400: a draft cut at 256 may have run on to 400, so the estimate errs long: 100, 400, 60, 400, 90.
+    assert known.expected(400) == 100
+    # Asked for 200: 100, 200, 60, 200, 90; the typical draft, not the mean (130).
+    assert known.expected(200) == 100
+    assert lengths((256, 100, True), (256, 256, False), (256, 256, False)).expected(256) == 256
 
 
 def test_too_few_drafts_assume_the_length_asked_and_only_the_last_ones_count() -> None:
