@@ -188,13 +188,13 @@ def main() -> None:
             position = (math.log(statistics.median(tally.perplexity)) - teacher) / (shuffled - teacher)
             measured, estimated = statistics.median(tally.seconds), statistics.median(tally.estimated)
             errors = [e / m - 1 for e, m in zip(tally.estimated_written, tally.seconds, strict=True)]
-            asked_errors = [e / m - 1 for e, m in zip(tally.estimated, tally.seconds, strict=True)]
+            route_errors = [e / m - 1 for e, m in zip(tally.estimated, tally.seconds, strict=True)]
             print(
                 f"| {n} | {label} | {tally.tokens_per_s:.1f} | {tally.tokens_per_s / ar_rate:.2f} | "
                 f"{sum(tally.topical)} of {len(tally.topical)} | {statistics.mean(tally.repeats):.0%} | "
                 f"{sum(tally.blank_runs)} | {position:.2f} | {sum(tally.passes) / max(1, sum(tally.tokens)):.2f} | "
                 f"{measured:.2f} | "
-                f"{estimated:.2f} ({estimated / measured - 1:+.0%}; median {statistics.median(asked_errors):+.0%}) | "
+                f"{estimated:.2f} ({estimated / measured - 1:+.0%}; median {statistics.median(route_errors):+.0%}) | "
                 f"median {statistics.median(errors):+.0%} |"
             )
         faster_estimated = min(ENGINES, key=lambda e: statistics.median(drafts[n, e].estimated))

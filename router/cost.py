@@ -134,8 +134,13 @@ def draft_estimates(
 ) -> tuple[Estimate, Estimate]:
     """AR's and diffusion's estimates for a draft asked for `n` tokens, as the router compares them: each for
     the length that engine's drafts are expected to write (`expected`), diffusion's with `plan_for` that
-    length (the configured settings, K scaled). What routes, `calibrate --show` and its crossovers use."""
-    ar_written, diffusion_written = (written_length(engine, n, expected) for engine in ("ar", "diffusion"))
+    length (the configured settings, K scaled). What routes, `calibrate --show` and its crossovers use.
+    A diffusion draft costs less for ending early only where it decodes block by block with nothing but
+    the blocks before it in view (the block-causal cache); otherwise its passes decode the whole canvas of
+    `n`, and it is estimated for `n`."""
+    ar_written = written_length("ar", n, expected)
+    stops_early = plan_for(n).schedule == "blocks" and profile.diffusion.cache == "block" and not suffix_tokens
+    diffusion_written = written_length("diffusion", n, expected) if stops_early else n
     ar = estimate_ar(ar_written, prompt_tokens, profile.ar)
     diffusion = estimate_diffusion(
         diffusion_written, prompt_tokens, suffix_tokens, plan_for(diffusion_written), profile.diffusion

@@ -26,7 +26,7 @@ from router.policy import decide
 from router.profile import CostProfile, DeviceClass, ModelSize, estimate_profile, load_profile
 from router.request import DiffusionPlan, EngineName, Kind, Policy, QualityGap, Request, Route
 
-FileVersion = tuple[int, int]
+FileVersion = tuple[int, int, int]
 
 
 class ServedDraft(Protocol):
@@ -83,7 +83,7 @@ def _version(path: Path) -> FileVersion | None:
         stat = path.stat()
     except OSError:
         return None
-    return stat.st_size, stat.st_mtime_ns
+    return stat.st_size, stat.st_mtime_ns, stat.st_ino  # a file replaced atomically is a new inode
 
 
 class RouteInputs:
@@ -97,7 +97,7 @@ class RouteInputs:
         self._lock = threading.Lock()
         self._sizes: dict[tuple[str, str, CacheMode, FileVersion], ModelSize | None] = {}
         self._saved: dict[tuple[DeviceClass, FileVersion | None], tuple[CostProfile, str | None]] = {}
-        self._lengths: dict[FileVersion | None, tuple[LengthBook, str | None]] = {}
+        self._lengths: tuple[FileVersion | None, tuple[LengthBook, str | None]] | None = None
 
     def gather(self) -> Gathered:
         profile, warning = self.cost_profile()
@@ -122,9 +122,9 @@ class RouteInputs:
         """How long each engine's drafts ran (or nothing, and why), read once per version of the file."""
         key = _version(self.lengths_path)
         with self._lock:
-            if key not in self._lengths:
-                self._lengths[key] = load_lengths(self.lengths_path)
-            return self._lengths[key]
+            if self._lengths is None or self._lengths[0] != key:  # rewritten after every draft: keep the last
+                self._lengths = key, load_lengths(self.lengths_path)
+            return self._lengths[1]
 
     def expected_tokens(self, kind: Kind, present: Mapping[EngineName, str]) -> ExpectedTokens:
         """The tokens each present engine's drafts of `kind` are expected to write (the length asked, for

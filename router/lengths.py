@@ -4,29 +4,31 @@ project's unseen instructions the embedded drafter's 128-token drafts ended earl
 estimate for the length asked read 16% to 32% high.
 
 A finished draft says how long it ran: where it ended by itself (end-of-text, a stop sequence), its length
-is known; where it ran to the length asked, only that it would have run at least that far. The tokens a
-draft of N is expected to write are the median, over the last drafts of that engine, model and kind, of the
-length each would have written had N been asked: min(length, N) for a draft that ended by itself, and N for
-one that was cut (it may have run on: the estimate errs long, as it did before anything was learnt). The
-median, not the mean: most drafts run to the length asked and a few end far sooner, and the mean put the
-typical draft's estimate 21% low (bench/drafter_vs_ar.py, the drafter at 256 tokens).
+is known; where it ran to the length asked, only that it would have run at least that far (it is censored,
+in survival analysis's word). A draft asked for N is expected to write the median length of the last drafts
+of that engine, model and kind, or N where that is more: the Kaplan-Meier median, which counts a draft cut
+at 128 as still running at 128 and says nothing of it beyond. Where half the drafts may run past every
+length seen, N is assumed, as before anything was learnt. The median, not the mean: most drafts run to
+the length asked and a few end far sooner, and a mean put the typical draft's estimate 21% low
+(bench/drafter_vs_ar.py, the drafter at 256 tokens).
 """
 
 from __future__ import annotations
 
-import statistics
+import itertools
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import tomli_w
 
+from router.cost import ExpectedTokens
 from router.request import ENGINES, KINDS, EngineName, Kind
 
 LENGTHS_VERSION = 1
-# The drafts kept for each engine, model and kind: enough to average over a user's usual requests, few
+# The drafts kept for each engine, model and kind: enough for a median of a user's usual requests, few
 # enough that a change of habit (longer documents, another kind of text) shows within a day's drafts.
 KEPT_DRAFTS = 24
 # Fewer drafts than this say too little: the length asked for is assumed.
@@ -39,10 +41,26 @@ LEARNT_KINDS: tuple[Kind, ...] = ("draft", "infill")
 class WrittenDraft:
     asked: int
     written: int
-    ended: bool  # ended by itself before the length asked (end-of-text or a stop sequence)
+    ended: bool  # ended by itself (end-of-text or a stop sequence), not cut at the length asked
 
-    def as_if_asked(self, n: int) -> int:
-        return min(self.written, n) if self.ended else n
+    @property
+    def observed(self) -> int:
+        """How far the draft is known to have run: its length, or for a cut draft the length asked."""
+        return self.written if self.ended else self.asked
+
+
+def median_length(drafts: Iterable[WrittenDraft]) -> int | None:
+    """The Kaplan-Meier median: the least length by which half the drafts are estimated to have ended by
+    themselves, a cut draft counted as running until its limit; None where that is past every length seen."""
+    observed = sorted(drafts, key=lambda draft: draft.observed)
+    running, at_risk = 1.0, len(observed)
+    for length, group in itertools.groupby(observed, key=lambda draft: draft.observed):
+        here = list(group)
+        running *= 1 - sum(draft.ended for draft in here) / at_risk
+        if running <= 0.5:
+            return length
+        at_risk -= len(here)
+    return None
 
 
 @dataclass(frozen=True)
@@ -52,11 +70,14 @@ class DraftLengths:
     model: str = ""
     drafts: tuple[WrittenDraft, ...] = ()
 
+    @property
+    def known(self) -> bool:
+        return len(self.drafts) >= MIN_DRAFTS
+
     def expected(self, n: int) -> float:
-        """The tokens a draft of `n` is expected to write (`n` itself until MIN_DRAFTS drafts are known)."""
-        if len(self.drafts) < MIN_DRAFTS:
-            return float(n)
-        return float(statistics.median(draft.as_if_asked(n) for draft in self.drafts))
+        """The tokens a draft asked for `n` is expected to write (`n` itself until MIN_DRAFTS are known)."""
+        median = median_length(self.drafts) if self.known else None
+        return float(n if median is None else min(median, n))
 
     def with_draft(self, draft: WrittenDraft) -> DraftLengths:
         return replace(self, drafts=(*self.drafts, draft)[-KEPT_DRAFTS:])
@@ -73,10 +94,18 @@ class LengthBook:
         known = self.lengths.get((engine, kind))
         return known if known is not None and known.model == model else DraftLengths(model)
 
-    def expected_tokens(self, kind: Kind, models: Mapping[EngineName, str]) -> Callable[[EngineName, int], float]:
-        """For each engine's model: the tokens a draft of `kind` and length n is expected to write."""
-        known = {engine: self.of(engine, kind, model) for engine, model in models.items()}
-        return lambda engine, n: known[engine].expected(n) if engine in known else float(n)
+    def expected_tokens(self, kind: Kind, models: Mapping[EngineName, str]) -> ExpectedTokens:
+        """For each engine's model: the tokens a draft of `kind` asked for n is expected to write. An engine
+        whose own drafts are too few is expected to write as long as all the engines' drafts together: an
+        engine that gets every draft must not look faster only because its drafts' lengths alone are learnt."""
+        own = {engine: self.of(engine, kind, model) for engine, model in models.items()}
+        pooled = DraftLengths("", tuple(draft for known in own.values() for draft in known.drafts))
+
+        def expected(engine: EngineName, n: int) -> float:
+            known = own.get(engine)
+            return (known if known is not None and known.known else pooled).expected(n)
+
+        return expected
 
     def recorded(self, engine: EngineName, kind: Kind, model: str, draft: WrittenDraft) -> LengthBook:
         updated = self.of(engine, kind, model).with_draft(draft)

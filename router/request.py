@@ -168,7 +168,7 @@ class Route:
             "estimates": {
                 name: {
                     "seconds": round(e.seconds, 4),
-                    "tokens": e.expected_tokens or self.max_tokens,
+                    "expected_tokens": e.expected_tokens or self.max_tokens,
                     "detail": e.detail,
                 }
                 for name, e in self.estimates.items()

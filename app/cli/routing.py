@@ -15,7 +15,6 @@ from app.storage.atomic import write_atomic
 from app.storage.config import at_least
 from router.calibration import QUICK, CalibrationSizes
 from router.cost import DiffusionPlan, ExpectedTokens, diffusion_faster, draft_estimates
-from router.lengths import MIN_DRAFTS
 from router.policy import SHORT_OUTPUT_TOKENS, STEPS_PER_TOKEN, diffusion_plan
 from router.profile import CostProfile, render_profile
 from router.request import ENGINES, KINDS, POLICIES, QUALITIES, EngineName, Estimate, Request
@@ -24,7 +23,11 @@ from router.request import ENGINES, KINDS, POLICIES, QUALITIES, EngineName, Esti
 def route_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kind", choices=KINDS, required=True)
     parser.add_argument(
-        "--tokens", type=checked_flag(int, at_least(1)), required=True, metavar="N", help="expected output length"
+        "--tokens",
+        type=checked_flag(int, at_least(1)),
+        required=True,
+        metavar="N",
+        help="the output length asked for (drafts are estimated for the length they are expected to write)",
     )
     parser.add_argument(
         "--prompt-tokens",
@@ -68,8 +71,10 @@ def route(args: argparse.Namespace) -> int:
     )
     chosen = sharpen.route(request, args.policy)
     profile, warning = sharpen.routing.cost_profile()
-    if warning:
-        print(f"sharpen: warning: {warning}", file=sys.stderr)
+    lengths_warning = sharpen.routing.draft_lengths()[1]
+    for found in (warning, lengths_warning):
+        if found:
+            print(f"sharpen: warning: {found}", file=sys.stderr)
     if args.json:
         measured = {"ar": profile.ar.measured, "diffusion": profile.diffusion.measured}
         print(json.dumps(chosen.as_json() | {"calibrated": profile.calibrated, "measured": measured}))
@@ -176,20 +181,24 @@ def calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_draft_lengths(sharpen: SharpenService, present: dict[EngineName, str], n: int = 256) -> None:
-    """How long each engine's drafts have run, as the estimates above assume (router/lengths.py)."""
+def print_draft_lengths(sharpen: SharpenService, present: dict[EngineName, str]) -> None:
+    """How long each engine's drafts have run, as the estimates above assume (router/lengths.py), for a
+    draft of the configured length."""
     book, warning = sharpen.routing.draft_lengths()
     if warning:
         print(f"sharpen: warning: {warning}", file=sys.stderr)
+    n = sharpen.config.diffusion.tokens
+    expected = book.expected_tokens("draft", present)
     for engine, model in present.items():
         known = book.of(engine, "draft", model)
-        if len(known.drafts) < MIN_DRAFTS:
-            print(f"# {engine_label(engine)}: drafts are estimated for the length asked ({len(known.drafts)} known)")
+        tokens = expected(engine, n)
+        if known.known:
+            source = f"as its last {len(known.drafts)} drafts ran"
+        elif tokens < n:
+            source = f"as the engines' last drafts ran ({len(known.drafts)} of its own)"
         else:
-            print(
-                f"# {engine_label(engine)}: a draft of {n} tokens is estimated for ~{known.expected(n):.0f}, "
-                f"as its last {len(known.drafts)} drafts ran"
-            )
+            source = f"the length asked ({len(known.drafts)} drafts of its own known)"
+        print(f"# {engine_label(engine)}: a draft of {n} tokens is estimated for ~{tokens:.0f}, {source}")
 
 
 def cost_chart(

@@ -9,6 +9,7 @@ from app.storage.atomic import write_atomic
 from engines.events import FinishReason
 from router.inputs import RouteInputs
 from router.lengths import LEARNT_KINDS, WrittenDraft, load_lengths, render_lengths
+from router.policy import SHORT_OUTPUT_TOKENS
 from router.request import EngineName, Kind
 
 # A draft that ended by itself: its length is known, not only a lower bound.
@@ -16,6 +17,8 @@ ENDED_BY_ITSELF: tuple[FinishReason, ...] = ("eos", "stop")
 
 
 class DraftLengthLog:
+    """Adds each finished draft to `draft-lengths.toml` (the file RouteInputs reads the lengths from)."""
+
     def __init__(self, routing: RouteInputs) -> None:
         self.routing = routing
         self._saving = threading.Lock()
@@ -24,8 +27,10 @@ class DraftLengthLog:
         self, engine: EngineName, kind: Kind, model: str, asked: int, written: int, finish: FinishReason
     ) -> None:
         """Add a finished draft to its engine's lengths. A cancelled draft says nothing of how long it would
-        have run; a file that cannot be written loses this draft's length, never the draft."""
-        if finish == "cancelled" or kind not in LEARNT_KINDS or asked < 1:
+        have run, and a draft asked for fewer than SHORT_OUTPUT_TOKENS goes to AR whatever the estimates
+        (an editor's warm-up asks for one); a file that cannot be written loses this draft's length, never
+        the draft."""
+        if finish == "cancelled" or kind not in LEARNT_KINDS or asked < SHORT_OUTPUT_TOKENS:
             return
         draft = WrittenDraft(asked, min(written, asked), finish in ENDED_BY_ITSELF)
         path = self.routing.lengths_path

@@ -257,6 +257,9 @@ def check_profile(service: SharpenService) -> Finding:
     facts = {"path": str(path), "calibrated": profile.calibrated, "created": profile.created}
     if warning:
         return Finding("calibration", "warn", warning, "sharpen calibrate", facts)
+    lengths_warning = service.routing.draft_lengths()[1]
+    if lengths_warning:  # the next draft replaces the file
+        return Finding("calibration", "warn", lengths_warning, "", facts)
     if not profile.calibrated:
         return Finding(
             "calibration", "warn", "not calibrated: the router estimates with default costs", "sharpen calibrate", facts

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from router.lengths import (
     LengthBook,
     WrittenDraft,
     load_lengths,
+    median_length,
     render_lengths,
 )
 from router.policy import decide
@@ -32,16 +34,29 @@ def lengths(*drafts: tuple[int, int, bool], model: str = "smollm2") -> DraftLeng
     return DraftLengths(model, tuple(WrittenDraft(*d) for d in drafts))
 
 
-def test_a_draft_of_n_is_expected_to_write_what_each_known_draft_would_have_written() -> None:
+def test_a_draft_of_n_is_expected_to_write_the_median_length_of_the_drafts_before() -> None:
     known = lengths((256, 100, True), (256, 256, False), (128, 60, True), (256, 256, False), (256, 90, True))
-    # Asked for 80: the drafts that ended at 100 and 90 would have written 80, the one at 60 60; the ones cut
-    # at 256 run on. The median of 80, 80, 60, 80, 80.
-    assert known.expected(80) == 80
-    # Asked for 400: a draft cut at 256 may have run on to 400, so the estimate errs long: 100, 400, 60, 400, 90.
-    assert known.expected(400) == 100
-    # Asked for 200: 100, 200, 60, 200, 90; the typical draft, not the mean (130).
-    assert known.expected(200) == 100
+    # Three of the five ended by themselves by 100 tokens: the median, whatever is asked beyond it.
+    assert median_length(known.drafts) == 100
+    assert known.expected(400) == 100 and known.expected(200) == 100
+    assert known.expected(80) == 80, "never more than asked"
+    # One of three ended, and the two cut at 256 may run on: half may run past every length seen.
+    assert median_length(lengths((256, 100, True), (256, 256, False), (256, 256, False)).drafts) is None
     assert lengths((256, 100, True), (256, 256, False), (256, 256, False)).expected(256) == 256
+
+
+def test_drafts_cut_short_say_nothing_beyond_their_limit() -> None:
+    # Twenty 128-token drafts, 14 of them cut at 128: a draft of 256 may well run past 128.
+    short = lengths(*[(128, 100, True)] * 6, *[(128, 128, False)] * 14)
+    assert short.expected(256) == 256 and short.expected(110) == 110
+    # Three drafts asked for 256 that ended by themselves are all that is known past 128: most end by 150.
+    learnt = short
+    for written in (150, 180, 200):
+        learnt = learnt.with_draft(WrittenDraft(256, written, True))
+    assert learnt.expected(256) == 150
+    # Counting a cut draft as if it had ended at its limit would have said 128.
+    as_ended = lengths(*[(128, 100, True)] * 6, *[(128, 128, True)] * 14)
+    assert as_ended.expected(256) == 128
 
 
 def test_too_few_drafts_assume_the_length_asked_and_only_the_last_ones_count() -> None:
@@ -59,11 +74,24 @@ def test_a_book_knows_each_engine_kind_and_model_apart() -> None:
         book = book.recorded("ar", "draft", "smollm2", WrittenDraft(256, 100, True))
     expected = book.expected_tokens("draft", MODELS)
     assert expected("ar", 256) == 100
-    assert expected("diffusion", 256) == 256, "no diffusion draft known"
     assert book.expected_tokens("infill", MODELS)("ar", 256) == 256, "rewrites are another kind"
     assert book.expected_tokens("draft", {"ar": "another-model"})("ar", 256) == 256, "another model's drafts"
     switched = book.recorded("ar", "draft", "another-model", WrittenDraft(256, 50, True))
     assert switched.of("ar", "draft", "another-model").drafts == (WrittenDraft(256, 50, True),)
+
+
+def test_an_engine_with_too_few_drafts_of_its_own_is_expected_to_write_as_long_as_the_others() -> None:
+    book = LengthBook()
+    for _ in range(MIN_DRAFTS):
+        book = book.recorded("ar", "draft", "smollm2", WrittenDraft(256, 100, True))
+    book = book.recorded("diffusion", "draft", "draft", WrittenDraft(256, 256, False))
+    expected = book.expected_tokens("draft", MODELS)
+    # AR gets every draft: were diffusion estimated for 256 while AR's estimate learns, AR would always win.
+    assert expected("diffusion", 256) == 100, "three of the four drafts together ended by 100"
+    for _ in range(MIN_DRAFTS - 1):
+        book = book.recorded("diffusion", "draft", "draft", WrittenDraft(256, 256, False))
+    assert book.expected_tokens("draft", MODELS)("diffusion", 256) == 256, "its own drafts, once known"
+    assert LengthBook().expected_tokens("draft", MODELS)("diffusion", 256) == 256
 
 
 def test_the_book_round_trips_and_a_bad_file_costs_only_a_warning(tmp_path: Path) -> None:
@@ -73,7 +101,20 @@ def test_the_book_round_trips_and_a_bad_file_costs_only_a_warning(tmp_path: Path
     path.write_text(render_lengths(book))
     assert load_lengths(path) == (book, None)
     assert load_lengths(tmp_path / "missing.toml") == (LengthBook(), None)
-    for text in ("not = [toml", "version = 9", 'version = 1\n[ar.draft]\nmodel = "m"\ndrafts = [{asked = -1}]'):
+    section = 'version = 1\n[ar.draft]\nmodel = "m"\n'
+    bad = (
+        "not = [toml",
+        "version = 9",
+        'version = 1\nar = "a table"',
+        'version = 1\n[ar.essay]\nmodel = "m"',
+        "version = 1\n[ar.draft]\nmodel = 3",
+        section + "drafts = [{asked = 256, written = 10}]",
+        section + "drafts = [{asked = 0, written = 0, ended = true}]",
+        section + "drafts = [{asked = 256, written = -1, ended = true}]",
+        section + "drafts = [{asked = true, written = 10, ended = true}]",
+        section + "drafts = [{asked = 256, written = 10, ended = 1}]",
+    )
+    for text in bad:
         path.write_text(text)
         loaded, warning = load_lengths(path)
         assert loaded == LengthBook() and warning is not None and str(path) in warning
@@ -90,10 +131,31 @@ def test_estimates_are_for_the_length_each_engine_is_expected_to_write() -> None
     assert ar.expected_tokens == 120 and ar.detail.startswith("~120 of 256 tokens")
     assert ar.seconds == pytest.approx(estimate_ar(120, request.prompt_tokens, PROFILE.ar).seconds)
     assert route.estimates["diffusion"].expected_tokens is None, "its drafts ran to the length asked"
-    assert route.as_json()["estimates"]["ar"]["tokens"] == 120
+    assert route.as_json()["estimates"]["ar"]["expected_tokens"] == 120
     as_asked = decide(request, PROFILE, MODELS, BLOCKS, "fastest")
     assert as_asked.estimates["ar"].seconds == pytest.approx(estimate_ar(256, 32, PROFILE.ar).seconds)
     assert route.estimates["diffusion"] == as_asked.estimates["diffusion"]
+
+
+def test_a_diffusion_draft_is_estimated_shorter_only_where_ending_early_saves_its_passes() -> None:
+    book = LengthBook()
+    for _ in range(MIN_DRAFTS):
+        book = book.recorded("diffusion", "draft", "draft", WrittenDraft(256, 96, True))
+    expected = book.expected_tokens("draft", MODELS)
+
+    def plan_for(n: int) -> DiffusionPlan:
+        return DiffusionPlan(max(1, n // 4), 8)
+
+    def timestep(n: int) -> DiffusionPlan:
+        return DiffusionPlan(max(1, n // 4), 8, schedule="timestep")
+
+    assert draft_estimates(256, 32, 0, plan_for, PROFILE, expected)[1].expected_tokens == 96
+    # With text after the draft the block-causal model runs the dual cache: every block's first pass decodes
+    # the whole canvas of 256, as every pass of a timestep draft does.
+    assert draft_estimates(256, 32, 40, plan_for, PROFILE, expected)[1].expected_tokens is None
+    dual = replace(PROFILE, diffusion=replace(PROFILE.diffusion, cache="dual"))
+    assert draft_estimates(256, 32, 0, plan_for, dual, expected)[1].expected_tokens is None
+    assert draft_estimates(256, 32, 0, timestep, PROFILE, expected)[1].expected_tokens is None
 
 
 def test_the_crossover_follows_the_lengths_the_router_estimates_for() -> None:
