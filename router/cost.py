@@ -117,11 +117,11 @@ def written_length(engine: EngineName, n: int, expected: ExpectedTokens) -> int:
     return max(1, min(n, round(expected(engine, n))))
 
 
-def _for_written(estimate: Estimate, written: int, n: int) -> Estimate:
+def _for_written(written_estimate: Estimate, asked: Estimate, written: int, n: int) -> Estimate:
     if written >= n:
-        return estimate
-    detail = f"~{written} of {n} tokens, as its last drafts ran; {estimate.detail}"
-    return replace(estimate, detail=detail, expected_tokens=written)
+        return asked
+    detail = f"~{written} of {n} tokens, as its last drafts ran; {written_estimate.detail}"
+    return replace(written_estimate, detail=detail, expected_tokens=written, asked_seconds=asked.seconds)
 
 
 def draft_estimates(
@@ -132,20 +132,26 @@ def draft_estimates(
     profile: CostProfile,
     expected: ExpectedTokens = asked_length,
 ) -> tuple[Estimate, Estimate]:
-    """AR's and diffusion's estimates for a draft asked for `n` tokens, as the router compares them: each for
-    the length that engine's drafts are expected to write (`expected`), diffusion's with `plan_for` that
-    length (the configured settings, K scaled). What routes, `calibrate --show` and its crossovers use.
+    """AR's and diffusion's estimates for a draft asked for `n` tokens: each for the length that engine's
+    drafts are expected to write (`expected`), diffusion's with `plan_for` that length (the configured
+    settings, K scaled), and for `n` itself, which the router compares (Estimate.seconds_as_asked).
     A diffusion draft costs less for ending early only where it decodes block by block with nothing but
     the blocks before it in view (the block-causal cache); otherwise its passes decode the whole canvas of
     `n`, and it is estimated for `n`."""
     ar_written = written_length("ar", n, expected)
     stops_early = plan_for(n).schedule == "blocks" and profile.diffusion.cache == "block" and not suffix_tokens
     diffusion_written = written_length("diffusion", n, expected) if stops_early else n
-    ar = estimate_ar(ar_written, prompt_tokens, profile.ar)
-    diffusion = estimate_diffusion(
-        diffusion_written, prompt_tokens, suffix_tokens, plan_for(diffusion_written), profile.diffusion
+
+    def ar_for(tokens: int) -> Estimate:
+        return estimate_ar(tokens, prompt_tokens, profile.ar)
+
+    def diffusion_for(tokens: int) -> Estimate:
+        return estimate_diffusion(tokens, prompt_tokens, suffix_tokens, plan_for(tokens), profile.diffusion)
+
+    return (
+        _for_written(ar_for(ar_written), ar_for(n), ar_written, n),
+        _for_written(diffusion_for(diffusion_written), diffusion_for(n), diffusion_written, n),
     )
-    return _for_written(ar, ar_written, n), _for_written(diffusion, diffusion_written, n)
 
 
 def diffusion_faster(
@@ -154,13 +160,12 @@ def diffusion_faster(
     shortest: int,
     prompt_tokens: int = 32,
     longest: int = 4096,
-    expected: ExpectedTokens = asked_length,
 ) -> list[tuple[int, int]]:
     """The output lengths from `shortest` to `longest` at which diffusion is estimated faster than AR, as
     ranges [first, last] (the estimates the router compares: it may win only between two lengths)."""
     ranges: list[tuple[int, int]] = []
     for n in range(shortest, longest + 1):
-        ar, diffusion = draft_estimates(n, prompt_tokens, 0, plan_for, profile, expected)
+        ar, diffusion = draft_estimates(n, prompt_tokens, 0, plan_for, profile)
         faster = diffusion.seconds < ar.seconds
         if faster and ranges and ranges[-1][1] == n - 1:
             ranges[-1] = (ranges[-1][0], n)

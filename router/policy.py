@@ -75,7 +75,7 @@ def _choose(
         (only,) = estimates
         missing = "diffusion" if only == "ar" else "AR"
         return only, f"only the {_label(only)} engine's model is present (no {missing} model configured)", "only_engine"
-    ar, diffusion = estimates["ar"].seconds, estimates["diffusion"].seconds
+    ar, diffusion = estimates["ar"].seconds_as_asked, estimates["diffusion"].seconds_as_asked
     if request.kind == "complete":
         return "ar", "completions are short and appear token by token: AR", "completion"
     if request.stream_tokens:
@@ -140,7 +140,7 @@ def _measured_rewrite(estimates: dict[EngineName, Estimate], quality_gap: Qualit
 
 
 def _faster(estimates: dict[EngineName, Estimate], gate: str) -> Choice:
-    ar, diffusion = estimates["ar"].seconds, estimates["diffusion"].seconds
+    ar, diffusion = estimates["ar"].seconds_as_asked, estimates["diffusion"].seconds_as_asked
     winner: EngineName = "diffusion" if diffusion < ar else "ar"
     return (
         winner,

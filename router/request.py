@@ -118,8 +118,16 @@ class Estimate:
     seconds: float
     # What the estimate assumed, in words ("64 passes x 0.41 s over 144 positions").
     detail: str
-    # The tokens the draft is expected to write, where fewer than asked (the engine's drafts end earlier).
+    # The tokens the draft is expected to write, where fewer than asked (the engine's drafts end earlier):
+    # then `seconds` is for those, and `asked_seconds` for the length asked.
     expected_tokens: int | None = None
+    asked_seconds: float | None = None
+
+    @property
+    def seconds_as_asked(self) -> float:
+        """The estimate for the length asked: what engines are compared by (the same work for both, so an
+        engine whose drafts stop sooner is not called faster for writing less)."""
+        return self.seconds if self.asked_seconds is None else self.asked_seconds
 
 
 @dataclass(frozen=True)
@@ -169,6 +177,7 @@ class Route:
                 name: {
                     "seconds": round(e.seconds, 4),
                     "expected_tokens": e.expected_tokens or self.max_tokens,
+                    "seconds_as_asked": round(e.seconds_as_asked, 4),
                     "detail": e.detail,
                 }
                 for name, e in self.estimates.items()

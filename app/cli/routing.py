@@ -14,7 +14,7 @@ from app.service import SharpenService
 from app.storage.atomic import write_atomic
 from app.storage.config import at_least
 from router.calibration import QUICK, CalibrationSizes
-from router.cost import DiffusionPlan, ExpectedTokens, diffusion_faster, draft_estimates
+from router.cost import DiffusionPlan, diffusion_faster, draft_estimates
 from router.policy import SHORT_OUTPUT_TOKENS, STEPS_PER_TOKEN, diffusion_plan
 from router.profile import CostProfile, render_profile
 from router.request import ENGINES, KINDS, POLICIES, QUALITIES, EngineName, Estimate, Request
@@ -111,21 +111,19 @@ def svg_path(text: str) -> Path:
 
 @dataclass(frozen=True)
 class DraftEstimates:
-    """Both engines' estimates for a draft of any length, as `sharpen route --kind draft` makes them: the
-    router's cost functions (router/cost.py draft_estimates), its plan for that length (diffusion_plan: the
-    configured settings, K scaled by the quality preset), the lengths each engine's drafts are expected to
-    write (router/lengths.py) and the context a Request assumes by default."""
+    """Both engines' estimates for a draft of any length, as `sharpen route --kind draft` compares them (for
+    the length asked): the router's cost functions (router/cost.py draft_estimates), its plan for that
+    length (diffusion_plan: the configured settings, K scaled by the quality preset) and the context a
+    Request assumes by default."""
 
     profile: CostProfile
     base: DiffusionPlan
     request: Request  # a draft at the configured quality; its output length is replaced
-    expected: ExpectedTokens
 
     @classmethod
     def of(cls, sharpen: SharpenService, profile: CostProfile) -> DraftEstimates:
         request = Request("draft", 1, quality=sharpen.config.router.quality)
-        expected = sharpen.routing.expected_tokens("draft", sharpen.routing.present_engines())
-        return cls(profile, sharpen.draft_settings.plan(), request, expected)
+        return cls(profile, sharpen.draft_settings.plan(), request)
 
     def plan_for(self, n: int) -> DiffusionPlan:
         return diffusion_plan(replace(self.request, output_tokens=n), self.base)
@@ -133,14 +131,12 @@ class DraftEstimates:
     def at(self, n: int) -> tuple[Estimate, Estimate]:
         """AR's and diffusion's estimates for a draft asked for `n` tokens."""
         request = self.request
-        return draft_estimates(
-            n, request.prompt_tokens, request.suffix_tokens, self.plan_for, self.profile, self.expected
-        )
+        return draft_estimates(n, request.prompt_tokens, request.suffix_tokens, self.plan_for, self.profile)
 
     def diffusion_faster(self, shortest: int, longest: int) -> list[tuple[int, int]]:
         """The ranges of lengths at which diffusion is estimated faster (router/cost.py diffusion_faster)."""
         prompt = self.request.prompt_tokens
-        return diffusion_faster(self.profile, self.plan_for, shortest, prompt, longest, self.expected)
+        return diffusion_faster(self.profile, self.plan_for, shortest, prompt, longest)
 
 
 def calibrate(args: argparse.Namespace) -> int:
@@ -153,6 +149,7 @@ def calibrate(args: argparse.Namespace) -> int:
     if warning:
         print(f"sharpen: warning: {warning}", file=sys.stderr)
     print(render_profile(profile), end="")
+    print_draft_lengths(sharpen, sharpen.routing.present_engines())
     drafts = DraftEstimates.of(sharpen, profile)
     quality = drafts.request.quality
     longest = 4096
@@ -165,7 +162,6 @@ def calibrate(args: argparse.Namespace) -> int:
         spans = ", ".join(f"{lo}+" if hi == longest else f"{lo}-{hi}" for lo, hi in faster)
         print(f"# diffusion is estimated faster than AR at {spans} tokens, of the {which}")
     present = sharpen.routing.present_engines()
-    print_draft_lengths(sharpen, present)
     width, height, colour = plot_size(sys.stdout)
     chart, summary = cost_chart(drafts, present, width)
     print(render(chart, width, height, colour))
@@ -182,8 +178,8 @@ def calibrate(args: argparse.Namespace) -> int:
 
 
 def print_draft_lengths(sharpen: SharpenService, present: dict[EngineName, str]) -> None:
-    """How long each engine's drafts have run, as the estimates above assume (router/lengths.py), for a
-    draft of the configured length."""
+    """How long each engine's drafts of the configured length are expected to run (router/lengths.py): what
+    the wait for a draft is estimated for. The engines are compared, above, for the length asked."""
     book, warning = sharpen.routing.draft_lengths()
     if warning:
         print(f"sharpen: warning: {warning}", file=sys.stderr)
@@ -198,7 +194,7 @@ def print_draft_lengths(sharpen: SharpenService, present: dict[EngineName, str])
             source = f"as the engines' last drafts ran ({len(known.drafts)} of its own)"
         else:
             source = f"the length asked ({len(known.drafts)} drafts of its own known)"
-        print(f"# {engine_label(engine)}: a draft of {n} tokens is estimated for ~{tokens:.0f}, {source}")
+        print(f"# {engine_label(engine)}: a draft of {n} tokens is expected to write ~{tokens:.0f}, {source}")
 
 
 def cost_chart(

@@ -57,12 +57,13 @@ def test_finished_drafts_set_the_length_the_next_estimates_are_for(
     assert route.estimates["diffusion"].expected_tokens is None, "not block-causal: its passes decode all 200"
     asked = service.route(Request("draft", ASKED), as_asked=True)
     assert route.estimates["ar"].seconds < asked.estimates["ar"].seconds
+    assert route.estimates["ar"].seconds_as_asked == asked.estimates["ar"].seconds, "what the engines are compared by"
     assert main(["route", "--kind", "draft", "--tokens", str(ASKED), "--explain"]) == 0
     assert f"~{expected} of {ASKED} tokens, as its last drafts ran" in capsys.readouterr().out
     assert main(["calibrate", "--show"]) == 0
     shown = capsys.readouterr().out
     n = service.config.diffusion.tokens
-    ar_line = f"# AR: a draft of {n} tokens is estimated for ~{known.expected(n):.0f}, as its last {MIN_DRAFTS}"
+    ar_line = f"# AR: a draft of {n} tokens is expected to write ~{known.expected(n):.0f}, as its last {MIN_DRAFTS}"
     assert ar_line in shown and "# diffusion: a draft of" in shown
 
 

@@ -15,7 +15,7 @@ from router.lengths import (
     LengthBook,
     WrittenDraft,
     load_lengths,
-    median_length,
+    mean_length,
     render_lengths,
 )
 from router.policy import decide
@@ -34,29 +34,29 @@ def lengths(*drafts: tuple[int, int, bool], model: str = "smollm2") -> DraftLeng
     return DraftLengths(model, tuple(WrittenDraft(*d) for d in drafts))
 
 
-def test_a_draft_of_n_is_expected_to_write_the_median_length_of_the_drafts_before() -> None:
+def test_a_draft_of_n_is_expected_to_write_the_mean_of_what_the_drafts_before_would_have() -> None:
     known = lengths((256, 100, True), (256, 256, False), (128, 60, True), (256, 256, False), (256, 90, True))
-    # Three of the five ended by themselves by 100 tokens: the median, whatever is asked beyond it.
-    assert median_length(known.drafts) == 100
-    assert known.expected(400) == 100 and known.expected(200) == 100
-    assert known.expected(80) == 80, "never more than asked"
-    # One of three ended, and the two cut at 256 may run on: half may run past every length seen.
-    assert median_length(lengths((256, 100, True), (256, 256, False), (256, 256, False)).drafts) is None
-    assert lengths((256, 100, True), (256, 256, False), (256, 256, False)).expected(256) == 256
+    # Asked for 80: 80, 80, 60, 80, 80. Asked for 400: the drafts cut at 256 are taken to run on.
+    assert known.expected(80) == pytest.approx(76)
+    assert known.expected(400) == pytest.approx((100 + 400 + 60 + 400 + 90) / 5)
+    assert lengths(*[(256, 256, False)] * MIN_DRAFTS).expected(256) == 256
+    assert mean_length([WrittenDraft(256, 100, True)] * 2 + [WrittenDraft(256, 256, False)] * 2, 256) == 178
 
 
 def test_drafts_cut_short_say_nothing_beyond_their_limit() -> None:
     # Twenty 128-token drafts, 14 of them cut at 128: a draft of 256 may well run past 128.
     short = lengths(*[(128, 100, True)] * 6, *[(128, 128, False)] * 14)
-    assert short.expected(256) == 256 and short.expected(110) == 110
-    # Three drafts asked for 256 that ended by themselves are all that is known past 128: most end by 150.
+    assert short.expected(256) == pytest.approx((6 * 100 + 14 * 256) / 20)
+    # Then three drafts asked for 256 ended by themselves at 150, 180 and 200: past 128 they are all that is
+    # known, and every one of them ended by 200.
     learnt = short
     for written in (150, 180, 200):
         learnt = learnt.with_draft(WrittenDraft(256, written, True))
-    assert learnt.expected(256) == 150
-    # Counting a cut draft as if it had ended at its limit would have said 128.
-    as_ended = lengths(*[(128, 100, True)] * 6, *[(128, 128, True)] * 14)
-    assert as_ended.expected(256) == 128
+    running_at_128 = 17 / 23
+    restricted = 100 + running_at_128 * (28 + 22 + 30 * 2 / 3 + 20 / 3)
+    assert learnt.expected(256) == pytest.approx(restricted)
+    # Counting each cut draft as running to 256 would have said 205: the 128-token limits are not lengths.
+    assert learnt.expected(256) < (600 + 14 * 256 + 150 + 180 + 200) / 23 - 40
 
 
 def test_too_few_drafts_assume_the_length_asked_and_only_the_last_ones_count() -> None:
@@ -87,7 +87,7 @@ def test_an_engine_with_too_few_drafts_of_its_own_is_expected_to_write_as_long_a
     book = book.recorded("diffusion", "draft", "draft", WrittenDraft(256, 256, False))
     expected = book.expected_tokens("draft", MODELS)
     # AR gets every draft: were diffusion estimated for 256 while AR's estimate learns, AR would always win.
-    assert expected("diffusion", 256) == 100, "three of the four drafts together ended by 100"
+    assert expected("diffusion", 256) == pytest.approx((3 * 100 + 256) / 4), "the four drafts together"
     for _ in range(MIN_DRAFTS - 1):
         book = book.recorded("diffusion", "draft", "draft", WrittenDraft(256, 256, False))
     assert book.expected_tokens("draft", MODELS)("diffusion", 256) == 256, "its own drafts, once known"
@@ -158,7 +158,7 @@ def test_a_diffusion_draft_is_estimated_shorter_only_where_ending_early_saves_it
     assert draft_estimates(256, 32, 0, timestep, PROFILE, expected)[1].expected_tokens is None
 
 
-def test_the_crossover_follows_the_lengths_the_router_estimates_for() -> None:
+def test_engines_are_compared_for_the_length_asked_and_the_wait_for_the_length_expected() -> None:
     # Per token diffusion is the cheaper here, but AR's drafts end by themselves at 100 tokens.
     def plan_for(n: int) -> DiffusionPlan:
         return DiffusionPlan(max(1, n // 4), 8)
@@ -168,10 +168,11 @@ def test_the_crossover_follows_the_lengths_the_router_estimates_for() -> None:
     def expected(engine: EngineName, n: int) -> float:
         return ar_ends_at_100.expected(n) if engine == "ar" else float(n)
 
-    as_asked = diffusion_faster(PROFILE, plan_for, 30, longest=600)
-    learnt = diffusion_faster(PROFILE, plan_for, 30, longest=600, expected=expected)
-    assert as_asked == [(30, 600)] and learnt[0][0] == 30 and learnt[-1][1] < 600
-    for lo, hi in learnt:
-        for n in (lo, hi):
-            ar, diffusion = draft_estimates(n, 32, 0, plan_for, PROFILE, expected)
-            assert diffusion.seconds < ar.seconds
+    route = decide(Request("draft", 400), PROFILE, MODELS, BLOCKS, "fastest", expected=expected)
+    ar, diffusion = route.estimates["ar"], route.estimates["diffusion"]
+    assert ar.seconds < diffusion.seconds, "AR's draft is expected to be over sooner: it writes a quarter"
+    assert diffusion.seconds_as_asked < ar.seconds_as_asked
+    assert route.engine == "diffusion", "an engine is not faster for writing less"
+    assert f"{diffusion.seconds_as_asked:.1f} s against {ar.seconds_as_asked:.1f} s" in route.reason
+    assert ar.asked_seconds == pytest.approx(estimate_ar(400, 32, PROFILE.ar).seconds)
+    assert diffusion_faster(PROFILE, plan_for, 30, longest=600) == [(30, 600)]
