@@ -10,9 +10,11 @@ bench/embedded_quality.py's measure, on the first 128 tokens), and passes per to
 Rewrites: paragraphs holding names and numbers (bench/data/rewrite_paragraphs.txt, written for this
 bench), each rewritten "more formal", "shorter" and "as a list" by both engines: how many of the
 selection's names and numbers the rewrite keeps.
-Estimates: the router's, for the length each engine's drafts are expected to write (learnt from the drafts
-before it in the run, as a user's install learns: router/lengths.py), against the medians and as each
-draft's median error; and the estimate had the draft asked for the length it wrote (the cost model's own error).
+Estimates: the router's wait, for the length each engine's drafts are expected to write (learnt from the
+drafts before it in the run, as a user's install learns: router/lengths.py), against the medians and as
+each draft's median error; the estimate had the draft asked for the length it wrote (the cost model's own
+error); and which engine the router's estimates for the length asked call faster (what it compares), beside
+the one that wrote more tokens a second and the one whose median draft took less time.
 One llama.cpp job at a time: run it on an idle machine.
 
     .venv/bin/python bench/drafter_vs_ar.py [--prompts 20] [--lengths 128,256] [--rewrites 6]
@@ -73,6 +75,8 @@ class Tally:
     kept: list[float] = field(default_factory=list)
     blank_runs: list[bool] = field(default_factory=list)  # drafts holding a run of empty or 1-character lines
     estimated: list[float] = field(default_factory=list)  # the router's estimate for the draft, in seconds
+    # The router's estimate for the length asked: what it compares the engines by.
+    compared: list[float] = field(default_factory=list)
     # The router's estimate had it known the length written (drafts end at end-of-text): the cost model's
     # own error, without the length's.
     estimated_written: list[float] = field(default_factory=list)
@@ -110,6 +114,7 @@ def run(service: SharpenService, request: DraftRequest, tally: Tally) -> str:
     stats = reply.done.stats
     tally.seconds.append(stats.total_s)
     tally.estimated.append(reply.route.estimates[request.engine].seconds)
+    tally.compared.append(reply.route.estimates[request.engine].seconds_as_asked)
     tally.estimated_written.append(service.estimate_as_written(request, service.draft_settings.resolve(), reply))
     tally.tokens.append(stats.generated_tokens)
     if isinstance(stats, DiffusionStats):
@@ -197,9 +202,13 @@ def main() -> None:
                 f"{estimated:.2f} ({estimated / measured - 1:+.0%}; median {statistics.median(route_errors):+.0%}) | "
                 f"median {statistics.median(errors):+.0%} |"
             )
-        faster_estimated = min(ENGINES, key=lambda e: statistics.median(drafts[n, e].estimated))
-        faster_measured = min(ENGINES, key=lambda e: statistics.median(drafts[n, e].seconds))
-        print(f"| {n} | the router's estimates pick {faster_estimated}; measured faster: {faster_measured} |")
+        faster_estimated = min(ENGINES, key=lambda e: statistics.median(drafts[n, e].compared))
+        faster_measured = max(ENGINES, key=lambda e: drafts[n, e].tokens_per_s)
+        sooner = min(ENGINES, key=lambda e: statistics.median(drafts[n, e].seconds))
+        print(
+            f"| {n} | the router's estimates for {n} tokens pick {faster_estimated}; measured faster (tokens/s): "
+            f"{faster_measured}; the shorter median wait: {sooner} |"
+        )
         plan = service.draft_settings.plan(service.draft_settings.resolve())
         chosen = service._draft_route(DraftRequest("draft", pairs[0][0], tokens=n), n, plan)
         print(f"| {n} | routed (not forced) to {chosen.engine}: {chosen.reason} |")
