@@ -12,7 +12,7 @@ bench), each rewritten "more formal", "shorter" and "as a list" by both engines:
 selection's names and numbers the rewrite keeps.
 Estimates: the router's wait, for the length each engine's drafts are expected to write (learnt from the
 drafts before it in the run, as a user's install learns: router/lengths.py), against the medians and as
-each draft's median error; the estimate had the draft asked for the length it wrote (the cost model's own
+each draft's median error, and its mean against the mean time; the estimate had the draft asked for the length it wrote (the cost model's own
 error); and which engine the router's estimates for the length asked call faster (what it compares), beside
 the one that wrote more tokens a second and the one whose median draft took less time.
 One llama.cpp job at a time: run it on an idle machine.
@@ -199,7 +199,8 @@ def main() -> None:
                 f"{sum(tally.topical)} of {len(tally.topical)} | {statistics.mean(tally.repeats):.0%} | "
                 f"{sum(tally.blank_runs)} | {position:.2f} | {sum(tally.passes) / max(1, sum(tally.tokens)):.2f} | "
                 f"{measured:.2f} | "
-                f"{estimated:.2f} ({estimated / measured - 1:+.0%}; median {statistics.median(route_errors):+.0%}) | "
+                f"{estimated:.2f} ({estimated / measured - 1:+.0%}; median {statistics.median(route_errors):+.0%}; "
+                f"of the mean {statistics.mean(tally.estimated) / statistics.mean(tally.seconds) - 1:+.0%}) | "
                 f"median {statistics.median(errors):+.0%} |"
             )
         faster_estimated = min(ENGINES, key=lambda e: statistics.median(drafts[n, e].compared))
