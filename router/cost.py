@@ -117,11 +117,13 @@ def written_length(engine: EngineName, n: int, expected: ExpectedTokens) -> int:
     return max(1, min(n, round(expected(engine, n))))
 
 
-def _for_written(written_estimate: Estimate, asked: Estimate, written: int, n: int) -> Estimate:
+def _for_written(estimate_for: Callable[[int], Estimate], written: int, n: int) -> Estimate:
+    asked = estimate_for(n)
     if written >= n:
         return asked
-    detail = f"~{written} of {n} tokens, as its last drafts ran; {written_estimate.detail}"
-    return replace(written_estimate, detail=detail, expected_tokens=written, asked_seconds=asked.seconds)
+    estimate = estimate_for(written)
+    detail = f"~{written} of {n} tokens, as its last drafts ran; {estimate.detail}"
+    return replace(estimate, detail=detail, expected_tokens=written, asked_seconds=asked.seconds)
 
 
 def draft_estimates(
@@ -149,8 +151,8 @@ def draft_estimates(
         return estimate_diffusion(tokens, prompt_tokens, suffix_tokens, plan_for(tokens), profile.diffusion)
 
     return (
-        _for_written(ar_for(ar_written), ar_for(n), ar_written, n),
-        _for_written(diffusion_for(diffusion_written), diffusion_for(n), diffusion_written, n),
+        _for_written(ar_for, ar_written, n),
+        _for_written(diffusion_for, diffusion_written, n),
     )
 
 
@@ -166,7 +168,7 @@ def diffusion_faster(
     ranges: list[tuple[int, int]] = []
     for n in range(shortest, longest + 1):
         ar, diffusion = draft_estimates(n, prompt_tokens, 0, plan_for, profile)
-        faster = diffusion.seconds < ar.seconds
+        faster = diffusion.seconds_as_asked < ar.seconds_as_asked
         if faster and ranges and ranges[-1][1] == n - 1:
             ranges[-1] = (ranges[-1][0], n)
         elif faster:

@@ -28,7 +28,7 @@ from router.cost import ExpectedTokens
 from router.request import ENGINES, KINDS, EngineName, Kind
 
 LENGTHS_VERSION = 1
-# The drafts kept for each engine, model and kind: enough for a median of a user's usual requests, few
+# The drafts kept for each engine, model and kind: enough to average over a user's usual requests, few
 # enough that a change of habit (longer documents, another kind of text) shows within a day's drafts.
 KEPT_DRAFTS = 24
 # Fewer drafts than this say too little: the length asked for is assumed.

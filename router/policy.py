@@ -40,7 +40,7 @@ def decide(
     """Choose an engine for `request` among those whose model is present (`models`: engine -> model name).
     `quality_gap`: the draft model's measured quality against AR's, where the catalogue has it; `expected`:
     the tokens each engine's drafts of this kind are expected to write (router/lengths.py), which the
-    estimates are for."""
+    estimated waits are for; the engines are compared for the length asked."""
     if request.output_tokens < 1:
         raise ValueError("a request must ask for at least one token")
     plan = diffusion_plan(request, base_plan)

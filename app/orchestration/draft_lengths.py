@@ -8,7 +8,7 @@ import threading
 from app.storage.atomic import write_atomic
 from engines.events import FinishReason
 from router.inputs import RouteInputs
-from router.lengths import LEARNT_KINDS, WrittenDraft, load_lengths, render_lengths
+from router.lengths import LEARNT_KINDS, WrittenDraft, render_lengths
 from router.policy import SHORT_OUTPUT_TOKENS
 from router.request import EngineName, Kind
 
@@ -35,7 +35,9 @@ class DraftLengthLog:
         draft = WrittenDraft(asked, min(written, asked), finish in ENDED_BY_ITSELF)
         path = self.routing.lengths_path
         with self._saving:
-            book, _warning = load_lengths(path)  # an unreadable file is replaced by what is learnt from now on
+            # The routes' copy, read once per version of the file; an unreadable file is replaced by what is
+            # learnt from now on.
+            book = self.routing.draft_lengths()[0]
             try:
                 write_atomic(path, render_lengths(book.recorded(engine, kind, model, draft)).encode("utf-8"))
             except OSError:
