@@ -18,6 +18,7 @@ import argparse
 import csv
 import math
 import random
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -38,6 +39,7 @@ from models.training.plot import plot_log
 from models.transformer import DiffusionTransformer
 
 ADAPTER_NAME = "sharpen-draft-lora.gguf"
+BEST_ADAPTER_NAME = "best-sharpen-draft-lora.gguf"  # the adapter at the lowest held-out loss of the run
 CHECKPOINT_NAME = "checkpoint.pt"
 HELD_OUT = 32  # pairs evaluated: enough to compare runs, few enough to evaluate every few minutes
 # The matrices the LoRA adapts, by Sharpen's parameter names (models/layouts.py has their GGUF names).
@@ -69,6 +71,9 @@ class AdaptPlan:
     # Block-causal only: this share of rows learned with every answer block fully masked (one-pass decoding).
     whole_block_share: float = 0.0
     bf16: bool = False  # bfloat16 autocast: faster with AMX or AVX512_BF16 here; measure on other CPUs
+    device: str = "cpu"  # where the model trains ("cuda" on a GPU machine); the masks are drawn on the CPU
+    # Pairs already encoded by `write_examples`, so that a machine without llama.cpp (a GPU one) can train.
+    examples: Path | None = None
     resume: bool = False  # go on from the checkpoint in `out` (its LoRA, optimizer, schedule and log)
     init_from: Path | None = None  # start from this adapter's LoRA (same base, rank at most this), not from zero
     seed: int = 0
@@ -202,11 +207,39 @@ def held_out_pairs(pairs: list[Pair]) -> list[Pair]:
     return ([p for p in pairs if is_held_out(p)] or [p for p in pairs if not is_held_out(p)][:1])[:HELD_OUT]
 
 
-def evaluation_batches(
-    base: Path, pairs: list[Pair], max_answer: int, batch: int
-) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    examples, eos = encode_pairs(base, pairs, max_answer)
-    return [collate(examples[i : i + batch], 0, eos) for i in range(0, len(examples), batch)]
+@dataclass(frozen=True)
+class EncodedPairs:
+    train: list[Example]
+    held: list[Example]
+    eos: int
+    base_sha256: str  # the base whose tokenizer and chat template encoded them
+
+
+def encode_data(data: tuple[Path, ...], base: Path, max_answer: int) -> EncodedPairs:
+    from models.hub import sha256_of
+
+    pairs = [p for path in data for p in load_pairs(path)]
+    train, eos = encode_pairs(base, [p for p in pairs if not is_held_out(p)], max_answer)
+    held, _ = encode_pairs(base, held_out_pairs(pairs), max_answer)
+    return EncodedPairs(train, held, eos, sha256_of(base))
+
+
+def write_examples(encoded: EncodedPairs, path: Path) -> Path:
+    """The encoded pairs as plain lists (torch.save), for a machine that has torch but not llama.cpp."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = {name: [(e.prompt, e.answer) for e in getattr(encoded, name)] for name in ("train", "held")}
+    torch.save({**rows, "eos": encoded.eos, "base_sha256": encoded.base_sha256}, path)
+    return path
+
+
+def read_examples(path: Path, base: Path) -> EncodedPairs:
+    from models.hub import sha256_of
+
+    saved = torch.load(path, weights_only=True)
+    if saved["base_sha256"] != sha256_of(base):
+        raise ValueError(f"{path} was encoded for another base than {base}")
+    train, held = ([Example(list(p), list(a)) for p, a in saved[name]] for name in ("train", "held"))
+    return EncodedPairs(train, held, int(saved["eos"]), saved["base_sha256"])
 
 
 def batches(examples: list[Example], size: int, rng: random.Random) -> list[list[Example]]:
@@ -246,13 +279,14 @@ def shifted_loss(
     computed only for the learned rows (the vocabulary is 49152 wide)."""
     draw = draw_masks(answer, generator, block_share=block_share)
     inputs = torch.where(draw.masked, torch.full_like(tokens, MASK_TOKEN_ID), tokens)
-    hidden, _ = model(inputs, torch.arange(tokens.shape[1]))
+    device = model.embed.weight.device
+    hidden, _ = model(inputs.to(device), torch.arange(tokens.shape[1], device=device))
     rows, positions = draw.learned[:, 1:].nonzero(as_tuple=True)
-    logits = model.logits(hidden[rows, positions])  # row p - 1 for position p
-    targets = tokens[rows, positions + 1]
+    logits = model.logits(hidden[rows.to(device), positions.to(device)])  # row p - 1 for position p
+    targets = tokens[rows, positions + 1].to(device)
     losses = F.cross_entropy(logits, targets, reduction="none")
     weights = 1.0 / (draw.t[rows, 0] * draw.denominator[rows])
-    return (losses * weights).sum() / tokens.shape[0]
+    return (losses * weights.to(device)).sum() / tokens.shape[0]
 
 
 @torch.no_grad()
@@ -279,9 +313,10 @@ def evaluate(
         losses.append(shifted_loss(model, tokens, answer, generator).item())
         draw = draw_masks(answer, torch.Generator().manual_seed(seed + 2))
         inputs = torch.where(draw.masked, torch.full_like(tokens, MASK_TOKEN_ID), tokens)
-        hidden, _ = model(inputs, torch.arange(tokens.shape[1]))
+        device = model.embed.weight.device
+        hidden, _ = model(inputs.to(device), torch.arange(tokens.shape[1], device=device))
         rows, positions = draw.learned[:, 1:].nonzero(as_tuple=True)
-        guesses = model.logits(hidden[rows, positions]).argmax(-1)
+        guesses = model.logits(hidden[rows.to(device), positions.to(device)]).argmax(-1).cpu()
         right += int((guesses == tokens[rows, positions + 1]).sum())
         total += len(rows)
     model.train()
@@ -291,11 +326,15 @@ def evaluate(
 def run(plan: AdaptPlan, log: Callable[[str], object] = print) -> Path:
     torch.manual_seed(plan.seed)
     rng = random.Random(plan.seed)
-    pairs = [p for path in plan.data for p in load_pairs(path)]
-    train, eos = encode_pairs(plan.base, [p for p in pairs if not is_held_out(p)], plan.max_answer)
-    held = evaluation_batches(plan.base, held_out_pairs(pairs), plan.max_answer, plan.batch)
+    if plan.examples is not None:
+        encoded = read_examples(plan.examples, plan.base)
+    else:
+        encoded = encode_data(plan.data, plan.base, plan.max_answer)
+    train, eos = encoded.train, encoded.eos
+    held = [collate(encoded.held[i : i + plan.batch], 0, encoded.eos) for i in range(0, len(encoded.held), plan.batch)]
     model = base_model(plan.base)
     wrapped = add_lora(model, plan.rank, plan.alpha)
+    model.to(plan.device)
     trainable = [p for p in model.parameters() if p.requires_grad]
     eval_block = plan.block_lengths[0] if plan.block_lengths else 0
     attention = f"block-causal, blocks of {'/'.join(map(str, plan.block_lengths))}" if eval_block else "bidirectional"
@@ -321,17 +360,24 @@ def run(plan: AdaptPlan, log: Callable[[str], object] = print) -> Path:
         log(f"before training: held-out {loss0:.3f}, accuracy {accuracy0:.1%}, one pass a block {one_pass0:.1%}")
         progress.rows.append(log_row(0, 0, float("nan"), loss0, accuracy0, one_pass0, 0.0))
     started = time.perf_counter() - progress.minutes * 60
+    best_heldout = min((row["heldout_loss"] for row in progress.rows), default=float("inf"))
     budget_s = plan.minutes * 60
     if plan.max_steps is not None:
         progress.planned = plan.max_steps
     queue: list[list[Example]] = []
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=plan.bf16)
+    autocast = torch.autocast(torch.device(plan.device).type, dtype=torch.bfloat16, enabled=plan.bf16)
+    first_step, timed_from = progress.step, 0.0
     while True:
         elapsed = time.perf_counter() - started
         if (plan.max_steps is not None and progress.step >= plan.max_steps) or elapsed > budget_s:
             break
-        if progress.step == 10 and not progress.planned:
-            progress.planned = max(20, int(budget_s / (elapsed / progress.step)))
+        # The schedule is fitted to the budget from steps 2 to 12 of this run: the first steps pay for
+        # start-up (a GPU's kernels and allocator), which would shorten it.
+        if progress.step == first_step + 2:
+            timed_from = elapsed
+        if progress.step == first_step + 12 and not progress.planned:
+            per_step = (elapsed - timed_from) / 10
+            progress.planned = max(20, progress.step + int((budget_s - elapsed) / per_step))
         for group in optimizer.param_groups:
             group["lr"] = cosine_rate(progress.step, progress.planned or 100_000, plan.peak_lr, plan.warmup)
         if not queue:
@@ -374,6 +420,9 @@ def run(plan: AdaptPlan, log: Callable[[str], object] = print) -> Path:
                 f"  one pass {one_pass:.1%}"
             )
             save(plan, wrapped, progress, optimizer, generator)
+            if heldout < best_heldout:
+                best_heldout = heldout
+                shutil.copyfile(plan.out / ADAPTER_NAME, plan.out / BEST_ADAPTER_NAME)
     with autocast:
         heldout, accuracy, one_pass = evaluate(model, held, plan.seed, eval_block)
     progress.minutes = (time.perf_counter() - started) / 60
@@ -383,7 +432,10 @@ def run(plan: AdaptPlan, log: Callable[[str], object] = print) -> Path:
         log_row(progress.step, progress.tokens_seen, progress.train_loss, heldout, accuracy, one_pass, progress.minutes)
     )
     log(f"done: {progress.step} steps, held-out {heldout:.3f}, accuracy {accuracy:.1%}, one pass {one_pass:.1%}")
-    return save(plan, wrapped, progress, optimizer, generator)
+    adapter = save(plan, wrapped, progress, optimizer, generator)
+    if heldout < best_heldout:
+        shutil.copyfile(adapter, plan.out / BEST_ADAPTER_NAME)
+    return adapter
 
 
 @dataclass
@@ -439,7 +491,7 @@ def save(
     generator: torch.Generator,
 ) -> Path:
     """The adapter GGUF, its log and curve, and a checkpoint to resume from (LoRA, optimizer, progress)."""
-    lora = {name: (w.a.detach().numpy().copy(), w.b.detach().numpy().copy()) for name, w in wrapped.items()}
+    lora = {name: (w.a.detach().cpu().numpy().copy(), w.b.detach().cpu().numpy().copy()) for name, w in wrapped.items()}
     checkpoint = {
         "lora": {name: tuple(map(torch.from_numpy, pair)) for name, pair in lora.items()},
         "optimizer": optimizer.state_dict(),
@@ -498,6 +550,13 @@ def main() -> None:
         help="this share of rows learned with every answer block fully masked (what one pass a block decodes)",
     )
     parser.add_argument("--bf16", action="store_true", help="bfloat16 autocast (faster with AMX or AVX512_BF16)")
+    parser.add_argument("--device", default=AdaptPlan.device, help="where to train: cpu (default) or cuda")
+    parser.add_argument(
+        "--examples", type=Path, default=None, help="train on pairs encoded by --write-examples (no llama.cpp needed)"
+    )
+    parser.add_argument(
+        "--write-examples", type=Path, default=None, help="encode --data for --examples into this file, and stop"
+    )
     parser.add_argument("--resume", action="store_true", help="go on from the checkpoint in --out")
     parser.add_argument(
         "--init-from", type=Path, default=None, help="start from this adapter's LoRA (the same rank or a lower one)"
@@ -506,6 +565,11 @@ def main() -> None:
     parser.add_argument("--eval-every", type=int, default=AdaptPlan.eval_every)
     args = parser.parse_args()
     base = args.base or embedded_file(builtin_catalogue()["smollm2-135m-instruct"].source)
+    if args.write_examples is not None:
+        encoded = encode_data(tuple(args.data), base, AdaptPlan.max_answer)
+        print(f"{len(encoded.train)} training and {len(encoded.held)} held-out pairs: ", end="")
+        print(write_examples(encoded, args.write_examples))
+        return
     plan = AdaptPlan(
         data=tuple(args.data),
         out=args.out,
@@ -519,6 +583,8 @@ def main() -> None:
         entropy_weight=args.entropy_weight,
         whole_block_share=args.whole_block_share,
         bf16=args.bf16,
+        device=args.device,
+        examples=args.examples,
         resume=args.resume,
         init_from=args.init_from,
         batch=args.batch,

@@ -86,13 +86,16 @@ def block_causal_logits(
     streams = [clean, *(shown[copy, :, noisy_from:] for copy in range(copies))]
     positions = torch.cat((torch.arange(length), *(torch.arange(noisy_from, length) for _ in range(copies))))
     attention = two_stream_mask(length, noisy_from, block_length, copies)
-    hidden, _ = model(torch.cat(streams, dim=1), positions, mask=attention)
+    # The layout is drawn on the CPU (the masks' generator lives there); the model runs where its weights are.
+    device = model.embed.weight.device
+    hidden, _ = model(torch.cat(streams, dim=1).to(device), positions.to(device), mask=attention.to(device))
     copy, rows, learned = masked.nonzero(as_tuple=True)
     predicted_on = learned - 1
     opens_block = learned % block_length == 0
     # A block's first position sits on the clean stream's previous row; the others on their noisy copy's.
     column = torch.where(opens_block, predicted_on, length + copy * width + predicted_on - noisy_from)
-    return model.logits(hidden[rows, column]).float(), clean[rows, learned]
+    logits = model.logits(hidden[rows.to(device), column.to(device)]).float()
+    return logits, clean[rows, learned].to(device)
 
 
 def block_causal_loss(

@@ -295,3 +295,63 @@ def test_a_lower_rank_adapter_starts_a_higher_rank_run_with_the_same_function(
     narrower = add_lora(base_model(tiny_llama_path), 2, 2.0)
     with pytest.raises(ValueError, match="rank 4"):
         load_adapter(narrower, path, tiny_llama_path)
+
+
+def test_pairs_encoded_once_train_where_llama_cpp_is_missing_and_the_best_adapter_is_kept(
+    tiny_llama_path: Path, tmp_path: Path
+) -> None:
+    """A GPU machine has torch but not llama.cpp: the pairs are encoded here, and the run from that file is
+    the run from the data (the same first evaluation). The adapter at the lowest held-out loss is kept."""
+    from models.training.adapt import BEST_ADAPTER_NAME, encode_data, read_examples, write_examples
+
+    data = (write_pairs(tmp_path / "pairs.jsonl"),)
+    examples = write_examples(encode_data(data, tiny_llama_path, 200), tmp_path / "examples.pt")
+    plan = AdaptPlan(
+        data=data,
+        out=tmp_path / "from-data",
+        base=tiny_llama_path,
+        max_steps=3,
+        rank=2,
+        alpha=2.0,
+        batch=4,
+        eval_every=1,
+        block_lengths=(4,),
+    )
+    run(plan, log=lambda _line: None)
+    run(replace(plan, data=(), examples=examples, out=tmp_path / "from-file"), log=lambda _line: None)
+    logs = [list(csv.DictReader((tmp_path / name / "training_log.csv").open())) for name in ("from-data", "from-file")]
+    assert logs[0][0]["heldout_loss"] == logs[1][0]["heldout_loss"]
+    assert [row["step"] for row in logs[1]] == ["0", "1", "2", "3"]
+    trained = logs[1][1:]
+    best = min(range(len(trained)), key=lambda i: float(trained[i]["heldout_loss"]))
+    kept = tmp_path / "from-file" / BEST_ADAPTER_NAME
+    if float(trained[best]["heldout_loss"]) < float(logs[1][0]["heldout_loss"]):
+        assert kept.exists()
+        assert adapter_info(kept).block_decoding == BlockDecoding(4)
+    else:
+        assert not kept.exists()
+    other = tmp_path / "other-base.gguf"
+    other.write_bytes(tiny_llama_path.read_bytes() + b"\0")
+    with pytest.raises(ValueError, match="another base"):
+        read_examples(examples, other)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none here: the device machine runs it)")
+def test_block_training_runs_on_a_cuda_gpu(tiny_llama_path: Path, tmp_path: Path) -> None:
+    plan = AdaptPlan(
+        data=(write_pairs(tmp_path / "pairs.jsonl"),),
+        out=tmp_path / "out",
+        base=tiny_llama_path,
+        max_steps=2,
+        rank=2,
+        alpha=2.0,
+        batch=4,
+        eval_every=1,
+        block_lengths=(4,),
+        bf16=True,
+        device="cuda",
+    )
+    adapter = run(plan, log=lambda _line: None)
+    rows = list(csv.DictReader((tmp_path / "out" / "training_log.csv").open()))
+    assert [row["step"] for row in rows] == ["0", "1", "2"]
+    assert adapter_info(adapter).block_decoding == BlockDecoding(4)
