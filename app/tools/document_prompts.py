@@ -104,7 +104,9 @@ def cut_points(text: str) -> list[int]:
     return [m.end() for m in _CUTS.finditer(text) if 0 < m.end() < len(text.rstrip())]
 
 
-def document_instructions(count: int, documents: Sequence[str], *, seed: int = 0) -> list[OpenInstruction]:
+def document_instructions(
+    count: int, documents: Sequence[str], *, seed: int = 0, first_id: int = DOCUMENT_FIRST_ID
+) -> list[OpenInstruction]:
     """`count` drafts into a document: each a training document cut at a sentence end, the text after the
     cut either dropped (the cursor at the end) or kept from a later sentence on (the cursor in between)."""
     pools = {name: [v for v in values if not held_out_value(v)] for name, values in POOLS.items()}
@@ -127,11 +129,13 @@ def document_instructions(count: int, documents: Sequence[str], *, seed: int = 0
             continue
         seen.add(text)
         record = (("ask", asked), *slots, ("before", before), ("after", after))
-        made.append(OpenInstruction(DOCUMENT_FIRST_ID + len(made), "document", record, text))
+        made.append(OpenInstruction(first_id + len(made), "document", record, text))
     return made
 
 
-def rewrite_instructions(count: int, paragraphs: Sequence[str], *, seed: int = 0) -> list[OpenInstruction]:
+def rewrite_instructions(
+    count: int, paragraphs: Sequence[str], *, seed: int = 0, first_id: int = REWRITE_FIRST_ID
+) -> list[OpenInstruction]:
     """`count` rewrites with an instruction: of the drafts' paragraphs (training split) and, for a third, of
     an informal note holding names and numbers."""
     selections = [p for p in paragraphs if not held_out_value(p)]
@@ -152,7 +156,7 @@ def rewrite_instructions(count: int, paragraphs: Sequence[str], *, seed: int = 0
             continue
         seen.add(text)
         record = (("ask", asked), *slots, ("selection", selection))
-        made.append(OpenInstruction(REWRITE_FIRST_ID + len(made), "rewrite-selection", record, text))
+        made.append(OpenInstruction(first_id + len(made), "rewrite-selection", record, text))
     return made
 
 

@@ -12,12 +12,18 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from app.tools.document_prompts import document_instructions, paragraphs_of, rewrite_instructions
+from app.tools.document_prompts import (
+    DOCUMENT_FIRST_ID,
+    REWRITE_FIRST_ID,
+    document_instructions,
+    paragraphs_of,
+    rewrite_instructions,
+)
 from engines.ar_engine import Sampling
 from engines.events import Done, GenerationStats
 from engines.llama_ar import LlamaAREngine
 from models.training.data import clean_draft
-from models.training.open_prompts import open_instructions
+from models.training.open_prompts import OPEN_FIRST_ID, open_instructions
 from models.training.prompts import instructions
 
 
@@ -36,6 +42,7 @@ class TeacherPrompt(Protocol):
 Draft = tuple[TeacherPrompt, str, int, str]  # instruction, draft, tokens, finish reason
 QUOTED_CHARS = 700  # the longest email or paragraph an open instruction quotes
 DOCUMENT_CHARS = 1500  # the longest draft a document instruction is cut from
+SEED_ID_STRIDE = 1_000_000  # more than any set's count
 
 
 def instruction_set(name: str, count: int, seed: int, quoted_from: Sequence[Path]) -> list[TeacherPrompt]:
@@ -45,10 +52,20 @@ def instruction_set(name: str, count: int, seed: int, quoted_from: Sequence[Path
     if name == "templated":
         return list(instructions(count, seed))
     if name == "document":
-        return list(document_instructions(count, quoted_texts(quoted_from, DOCUMENT_CHARS), seed=seed))
+        documents = quoted_texts(quoted_from, DOCUMENT_CHARS)
+        return list(document_instructions(count, documents, seed=seed, first_id=first_id(DOCUMENT_FIRST_ID, seed)))
     if name == "rewrite":
-        return list(rewrite_instructions(count, paragraphs_of(quoted_texts(quoted_from, DOCUMENT_CHARS)), seed=seed))
-    return list(open_instructions(count, quoted=quoted_texts(quoted_from), seed=seed))
+        paragraphs = paragraphs_of(quoted_texts(quoted_from, DOCUMENT_CHARS))
+        return list(rewrite_instructions(count, paragraphs, seed=seed, first_id=first_id(REWRITE_FIRST_ID, seed)))
+    return list(
+        open_instructions(count, quoted=quoted_texts(quoted_from), seed=seed, first_id=first_id(OPEN_FIRST_ID, seed))
+    )
+
+
+def first_id(set_first_id: int, seed: int) -> int:
+    """Each seed's instructions get ids of their own (seed 0's are the first sets'), so that sets written
+    with other seeds train beside them without two pairs sharing an id (held-out is decided by id)."""
+    return set_first_id + SEED_ID_STRIDE * seed
 
 
 def quoted_texts(paths: Sequence[Path], longest: int = QUOTED_CHARS) -> list[str]:

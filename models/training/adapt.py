@@ -33,7 +33,7 @@ from models.adapted import MASK_TOKEN_ID, BlockDecoding, adapter_info, read_lora
 from models.hf_checkpoint import TransformerSpec
 from models.layouts import gguf_name, hf_rope_rows
 from models.training.block_loss import block_causal_loss, one_pass_loss
-from models.training.data import Pair, is_held_out, load_pairs
+from models.training.data import Pair, distinct_instructions, is_held_out, load_pairs
 from models.training.model import cosine_rate, count_to_str, draw_masks
 from models.training.plot import plot_log
 from models.transformer import DiffusionTransformer
@@ -218,7 +218,7 @@ class EncodedPairs:
 def encode_data(data: tuple[Path, ...], base: Path, max_answer: int) -> EncodedPairs:
     from models.hub import sha256_of
 
-    pairs = [p for path in data for p in load_pairs(path)]
+    pairs = distinct_instructions([p for path in data for p in load_pairs(path)])
     train, eos = encode_pairs(base, [p for p in pairs if not is_held_out(p)], max_answer)
     held, _ = encode_pairs(base, held_out_pairs(pairs), max_answer)
     return EncodedPairs(train, held, eos, sha256_of(base))

@@ -115,6 +115,18 @@ def load_pairs(path: Path) -> list[Pair]:
     return pairs
 
 
+def distinct_instructions(pairs: list[Pair]) -> list[Pair]:
+    """The first pair of each instruction: sets written with other seeds draw some instructions again, and
+    a second copy would be learned twice, or learned while its first copy is held out."""
+    seen: set[str] = set()
+    kept = []
+    for pair in pairs:
+        if pair.instruction not in seen:
+            seen.add(pair.instruction)
+            kept.append(pair)
+    return kept
+
+
 def is_held_out(pair: Pair, share: float = 0.05) -> bool:
     """A stable split by id, so the held-out set never changes as data is added."""
     digest = hashlib.sha256(str(pair.id).encode()).digest()

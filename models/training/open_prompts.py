@@ -281,6 +281,7 @@ MODIFIERS = (
     " Make it vivid and specific.",
 )
 QUOTING = frozenset({"email", "paragraph"})
+OPEN_FIRST_ID = 100_000  # after the templated set's ids
 
 
 def held_out_value(value: str) -> bool:
@@ -318,7 +319,7 @@ _COMMON = frozenset(
 
 
 def open_instructions(
-    count: int, *, quoted: list[str], seed: int = 0, held_out: bool = False, first_id: int = 100_000
+    count: int, *, quoted: list[str], seed: int = 0, held_out: bool = False, first_id: int = OPEN_FIRST_ID
 ) -> list[OpenInstruction]:
     """`count` distinct instructions: training kinds with training values, or (held_out) held-out kinds
     with held-out values only. `quoted` supplies the emails and paragraphs the reply and rewrite kinds

@@ -17,7 +17,9 @@ from app.tools.document_prompts import (
 from app.tools.training_data import answered_ids, instruction_set, make_pairs, quoted_texts
 from engines.llama_ar import LlamaAREngine
 from models.training.data import (
+    Pair,
     clean_draft,
+    distinct_instructions,
     faithful_rewrite,
     load_pairs,
     new_text,
@@ -126,6 +128,29 @@ def test_pairs_are_loaded_cleaned_and_empty_drafts_dropped(tmp_path: Path) -> No
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     assert [(p.id, p.draft) for p in load_pairs(path)] == [(1, "One."), (2, "Done")]
+
+
+def test_sets_written_with_other_seeds_have_ids_of_their_own_and_repeated_instructions_are_learned_once(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "drafts.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps(r) + "\n"
+            for r in ({"id": 1, "text": "Write.", "draft": d, "finish_reason": "eos"} for d in DOCUMENTS)
+        )
+    )
+    ids = {
+        (name, seed): {i.id for i in instruction_set(name, 20, seed, [path])}
+        for name in ("open", "document", "rewrite")
+        for seed in (0, 1)
+    }
+    assert all(len(found) == 20 for found in ids.values())
+    sets = list(ids.values())
+    assert all(not a & b for i, a in enumerate(sets) for b in sets[i + 1 :])
+    assert min(ids["open", 0]) == 100_000  # the first open set's ids, as written
+    pairs = [Pair(1, "Write a note.", "First."), Pair(2, "Write a poem.", "Roses."), Pair(3, "Write a note.", "Again.")]
+    assert [p.id for p in distinct_instructions(pairs)] == [1, 2]
 
 
 DOCUMENTS = [
