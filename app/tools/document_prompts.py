@@ -104,6 +104,13 @@ def cut_points(text: str) -> list[int]:
     return [m.end() for m in _CUTS.finditer(text) if 0 < m.end() < len(text.rstrip())]
 
 
+def teacher_document_message(asked: str, before: str) -> str:
+    """The teacher's layout for a draft into a document: the text, then the ask. Asked in the service's
+    layout (document_instruction's headings), SmolLM2-135M echoed the headings or copied the document in 44
+    of 48 drafts; asked so, in 25 (docs/embedded-model.md). The pair still learns the service's layout."""
+    return f"{before}\n\n{asked} Reply with the new text only."
+
+
 def document_instructions(
     count: int, documents: Sequence[str], *, seed: int = 0, first_id: int = DOCUMENT_FIRST_ID
 ) -> list[OpenInstruction]:
@@ -129,7 +136,9 @@ def document_instructions(
             continue
         seen.add(text)
         record = (("ask", asked), *slots, ("before", before), ("after", after))
-        made.append(OpenInstruction(first_id + len(made), "document", record, text))
+        made.append(
+            OpenInstruction(first_id + len(made), "document", record, text, teacher_document_message(asked, before))
+        )
     return made
 
 

@@ -36,6 +36,9 @@ class TeacherPrompt(Protocol):
     @property
     def text(self) -> str: ...
 
+    @property
+    def teacher_message(self) -> str: ...
+
     def record(self) -> dict[str, Any]: ...
 
 
@@ -147,7 +150,9 @@ def make_pairs(
 def _sampled(engine: LlamaAREngine, todo: list[TeacherPrompt], max_tokens: int, sampling: Sampling) -> Iterator[Draft]:
     for instruction in todo:
         done = next(
-            e for e in engine.chat(instruction.text, max_tokens=max_tokens, sampling=sampling) if isinstance(e, Done)
+            e
+            for e in engine.chat(instruction.teacher_message, max_tokens=max_tokens, sampling=sampling)
+            if isinstance(e, Done)
         )
         assert isinstance(done.stats, GenerationStats)
         yield instruction, done.text, done.stats.generated_tokens, done.stats.finish_reason
@@ -156,6 +161,6 @@ def _sampled(engine: LlamaAREngine, todo: list[TeacherPrompt], max_tokens: int, 
 def _greedy(
     engine: LlamaAREngine, todo: list[TeacherPrompt], max_tokens: int, parallel: int, no_repeat_ngram: int
 ) -> Iterator[Draft]:
-    prompts = [engine.chat_prompt(instruction.text, max_tokens) for instruction in todo]
+    prompts = [engine.chat_prompt(instruction.teacher_message, max_tokens) for instruction in todo]
     for reply in engine.greedy_batch(prompts, max_tokens, parallel=parallel, no_repeat_ngram=no_repeat_ngram):
         yield todo[reply.index], engine.detokenize(reply.tokens), len(reply.tokens), reply.finish_reason

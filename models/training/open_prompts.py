@@ -294,7 +294,13 @@ class OpenInstruction:
     id: int
     kind: str
     slots: tuple[tuple[str, str], ...]  # slot name -> value
-    text: str
+    text: str  # the instruction learned
+    # What the teacher is asked instead, where a layout it reads better gets a draft worth learning.
+    asked_teacher: str = ""
+
+    @property
+    def teacher_message(self) -> str:
+        return self.asked_teacher or self.text
 
     @property
     def topic_words(self) -> tuple[str, ...]:
@@ -307,7 +313,8 @@ class OpenInstruction:
         return tuple(w for w in words if w not in _COMMON)
 
     def record(self) -> dict[str, Any]:
-        return {"id": self.id, "kind": self.kind, "slots": dict(self.slots), "text": self.text}
+        record = {"id": self.id, "kind": self.kind, "slots": dict(self.slots), "text": self.text}
+        return {**record, "teacher_message": self.asked_teacher} if self.asked_teacher else record
 
 
 # Words too common to show that a draft is about its subject.

@@ -101,6 +101,10 @@ class Instruction:
     def text(self) -> str:
         return f"Write {self.kind} to {self.recipient} about {self.topic}. Make it {self.tone}, {self.length}."
 
+    @property
+    def teacher_message(self) -> str:
+        return self.text
+
     def record(self) -> dict[str, Any]:
         return {**asdict(self), "text": self.text}
 

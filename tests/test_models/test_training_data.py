@@ -182,6 +182,26 @@ def test_drafts_into_documents_are_laid_out_as_ctrl_d_sends_them() -> None:
     assert [i.text for i in document_instructions(10, DOCUMENTS, seed=0)] == [i.text for i in made[:10]]
 
 
+def test_the_teacher_is_asked_for_a_draft_into_a_document_in_its_own_layout(
+    ar_engine: LlamaAREngine, tmp_path: Path
+) -> None:
+    """The pair learns the service's layout; the teacher reads the text, then the ask (it echoes the
+    service's headings), and the record says what it was asked."""
+    made = document_instructions(2, DOCUMENTS, seed=0)
+    for instruction in made:
+        slots = dict(instruction.slots)
+        assert instruction.teacher_message.startswith(slots["before"]) and slots["ask"] in instruction.teacher_message
+        assert "The document, up to where your text goes" not in instruction.teacher_message
+    out = tmp_path / "drafts.jsonl"
+    assert make_pairs(ar_engine, out, made[:1], max_tokens=8) == 1
+    record = json.loads(out.read_text())
+    assert record["text"] == made[0].text and record["teacher_message"] == made[0].teacher_message
+    prompt = ar_engine.chat_prompt(made[0].teacher_message, 8)
+    asked = next(ar_engine.greedy_batch([prompt], 8, parallel=1))
+    assert record["draft"] == ar_engine.detokenize(asked.tokens).strip()
+    assert "teacher_message" not in instructions(1)[0].record()
+
+
 def test_cut_points_fall_after_sentences_and_paragraphs() -> None:
     text = "One two. Three four!\n\nFive six? Seven"
     assert [text[:cut].rstrip() for cut in cut_points(text)] == [
