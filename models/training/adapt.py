@@ -207,6 +207,17 @@ def held_out_pairs(pairs: list[Pair]) -> list[Pair]:
     return ([p for p in pairs if is_held_out(p)] or [p for p in pairs if not is_held_out(p)][:1])[:HELD_OUT]
 
 
+def evaluation_batches(
+    base: Path, pairs: list[Pair], max_answer: int, batch: int
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    examples, eos = encode_pairs(base, pairs, max_answer)
+    return held_batches(examples, batch, eos)
+
+
+def held_batches(examples: list[Example], batch: int, eos: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    return [collate(examples[i : i + batch], 0, eos) for i in range(0, len(examples), batch)]
+
+
 @dataclass(frozen=True)
 class EncodedPairs:
     train: list[Example]
@@ -331,7 +342,7 @@ def run(plan: AdaptPlan, log: Callable[[str], object] = print) -> Path:
     else:
         encoded = encode_data(plan.data, plan.base, plan.max_answer)
     train, eos = encoded.train, encoded.eos
-    held = [collate(encoded.held[i : i + plan.batch], 0, encoded.eos) for i in range(0, len(encoded.held), plan.batch)]
+    held = held_batches(encoded.held, plan.batch, encoded.eos)
     model = base_model(plan.base)
     wrapped = add_lora(model, plan.rank, plan.alpha)
     model.to(plan.device)
