@@ -122,21 +122,26 @@ def test_training_rows_are_what_llama_cpp_decodes_block_by_block(
     assert torch.allclose(unchanged, theirs[: len(hidden)], atol=1e-5)
 
 
-def test_block_training_writes_an_adapter_decoded_block_causally_and_resumes(
-    tiny_llama_path: Path, tmp_path: Path
-) -> None:
+def tiny_plan(base: Path, tmp_path: Path, **changes: Any) -> AdaptPlan:
+    """Two steps of block training at rank 2 on a few pairs, evaluated after each."""
     plan = AdaptPlan(
         data=(write_pairs(tmp_path / "pairs.jsonl"),),
         out=tmp_path / "out",
-        base=tiny_llama_path,
+        base=base,
         max_steps=2,
         rank=2,
         alpha=2.0,
         batch=4,
         eval_every=1,
-        block_lengths=(4, 8),
-        whole_block_share=0.5,
+        block_lengths=(4,),
     )
+    return replace(plan, **changes)
+
+
+def test_block_training_writes_an_adapter_decoded_block_causally_and_resumes(
+    tiny_llama_path: Path, tmp_path: Path
+) -> None:
+    plan = tiny_plan(tiny_llama_path, tmp_path, block_lengths=(4, 8), whole_block_share=0.5)
     adapter = run(plan, log=lambda _line: None)
     info = adapter_info(adapter)
     assert info.block_decoding == BlockDecoding(4)
@@ -304,19 +309,8 @@ def test_pairs_encoded_once_train_where_llama_cpp_is_missing_and_the_best_adapte
     the run from the data (the same first evaluation). The adapter at the lowest held-out loss is kept."""
     from models.training.adapt import BEST_ADAPTER_NAME, encode_data, read_examples, write_examples
 
-    data = (write_pairs(tmp_path / "pairs.jsonl"),)
-    examples = write_examples(encode_data(data, tiny_llama_path, 200), tmp_path / "examples.pt")
-    plan = AdaptPlan(
-        data=data,
-        out=tmp_path / "from-data",
-        base=tiny_llama_path,
-        max_steps=3,
-        rank=2,
-        alpha=2.0,
-        batch=4,
-        eval_every=1,
-        block_lengths=(4,),
-    )
+    plan = tiny_plan(tiny_llama_path, tmp_path, out=tmp_path / "from-data", max_steps=3)
+    examples = write_examples(encode_data(plan.data, tiny_llama_path, 200), tmp_path / "examples.pt")
     run(plan, log=lambda _line: None)
     run(replace(plan, data=(), examples=examples, out=tmp_path / "from-file"), log=lambda _line: None)
     logs = [list(csv.DictReader((tmp_path / name / "training_log.csv").open())) for name in ("from-data", "from-file")]
@@ -338,20 +332,7 @@ def test_pairs_encoded_once_train_where_llama_cpp_is_missing_and_the_best_adapte
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none here: the device machine runs it)")
 def test_block_training_runs_on_a_cuda_gpu(tiny_llama_path: Path, tmp_path: Path) -> None:
-    plan = AdaptPlan(
-        data=(write_pairs(tmp_path / "pairs.jsonl"),),
-        out=tmp_path / "out",
-        base=tiny_llama_path,
-        max_steps=2,
-        rank=2,
-        alpha=2.0,
-        batch=4,
-        eval_every=1,
-        block_lengths=(4,),
-        bf16=True,
-        device="cuda",
-    )
-    adapter = run(plan, log=lambda _line: None)
+    adapter = run(tiny_plan(tiny_llama_path, tmp_path, bf16=True, device="cuda"), log=lambda _line: None)
     rows = list(csv.DictReader((tmp_path / "out" / "training_log.csv").open()))
     assert [row["step"] for row in rows] == ["0", "1", "2"]
     assert adapter_info(adapter).block_decoding == BlockDecoding(4)
