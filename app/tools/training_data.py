@@ -56,16 +56,18 @@ def instruction_set(name: str, count: int, seed: int, quoted_from: Sequence[Path
         return list(instructions(count, seed))
     if name == "document":
         documents = quoted_texts(quoted_from, DOCUMENT_CHARS)
-        return list(document_instructions(count, documents, seed=seed, first_id=first_id(DOCUMENT_FIRST_ID, seed)))
+        return list(document_instructions(count, documents, seed=seed, first_id=seed_first_id(DOCUMENT_FIRST_ID, seed)))
     if name == "rewrite":
         paragraphs = paragraphs_of(quoted_texts(quoted_from, DOCUMENT_CHARS))
-        return list(rewrite_instructions(count, paragraphs, seed=seed, first_id=first_id(REWRITE_FIRST_ID, seed)))
+        return list(rewrite_instructions(count, paragraphs, seed=seed, first_id=seed_first_id(REWRITE_FIRST_ID, seed)))
     return list(
-        open_instructions(count, quoted=quoted_texts(quoted_from), seed=seed, first_id=first_id(OPEN_FIRST_ID, seed))
+        open_instructions(
+            count, quoted=quoted_texts(quoted_from), seed=seed, first_id=seed_first_id(OPEN_FIRST_ID, seed)
+        )
     )
 
 
-def first_id(set_first_id: int, seed: int) -> int:
+def seed_first_id(set_first_id: int, seed: int) -> int:
     """Each seed's instructions get ids of their own (seed 0's are the first sets'), so that sets written
     with other seeds train beside them without two pairs sharing an id (held-out is decided by id)."""
     return set_first_id + SEED_ID_STRIDE * seed

@@ -342,7 +342,7 @@ def run(plan: AdaptPlan, log: Callable[[str], object] = print) -> Path:
     else:
         encoded = encode_data(plan.data, plan.base, plan.max_answer)
     train, eos = encoded.train, encoded.eos
-    held = held_batches(encoded.held, plan.batch, encoded.eos)
+    held = held_batches(encoded.held, plan.batch, eos)
     model = base_model(plan.base)
     wrapped = add_lora(model, plan.rank, plan.alpha)
     model.to(plan.device)
@@ -430,10 +430,7 @@ def run(plan: AdaptPlan, log: Callable[[str], object] = print) -> Path:
                 f"  train {progress.train_loss:.3f}  held-out {heldout:.3f}  accuracy {accuracy:.1%}"
                 f"  one pass {one_pass:.1%}"
             )
-            save(plan, wrapped, progress, optimizer, generator)
-            if heldout < best_heldout:
-                best_heldout = heldout
-                shutil.copyfile(plan.out / ADAPTER_NAME, plan.out / BEST_ADAPTER_NAME)
+            best_heldout = keep_if_best(save(plan, wrapped, progress, optimizer, generator), heldout, best_heldout)
     with autocast:
         heldout, accuracy, one_pass = evaluate(model, held, plan.seed, eval_block)
     progress.minutes = (time.perf_counter() - started) / 60
@@ -444,9 +441,17 @@ def run(plan: AdaptPlan, log: Callable[[str], object] = print) -> Path:
     )
     log(f"done: {progress.step} steps, held-out {heldout:.3f}, accuracy {accuracy:.1%}, one pass {one_pass:.1%}")
     adapter = save(plan, wrapped, progress, optimizer, generator)
-    if heldout < best_heldout:
-        shutil.copyfile(adapter, plan.out / BEST_ADAPTER_NAME)
+    keep_if_best(adapter, heldout, best_heldout)
     return adapter
+
+
+def keep_if_best(adapter: Path, heldout: float, best: float) -> float:
+    """Copy the adapter just written to BEST_ADAPTER_NAME beside it if its held-out loss is the run's lowest;
+    the lowest loss so far."""
+    if heldout >= best:
+        return best
+    shutil.copyfile(adapter, adapter.parent / BEST_ADAPTER_NAME)
+    return heldout
 
 
 @dataclass
