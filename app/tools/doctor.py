@@ -22,7 +22,16 @@ from app.service import SharpenService
 from app.storage.config import Config, ConfigError, ModelsSection, load_config
 from app.storage.paths import SharpenPaths, sharpen_paths
 from engines.diffusion.llama_backend import NO_DUAL_CACHE, fills_gaps
-from engines.llama_build import NO_AMX_FLAGS, BuildInfo, CpuInfo, build_info, build_problems, cpu_info
+from engines.llama_build import (
+    NO_AMX_FLAGS,
+    BuildInfo,
+    CpuInfo,
+    amx_in_use,
+    batched_decode_crashes,
+    build_info,
+    build_problems,
+    cpu_info,
+)
 from engines.threads import YIELD_AT_CORES, CpuLoad, auto_threads, available_cores
 from models.catalogue import resolve_model
 from models.errors import ModelError, ModelFileError, UnknownModel
@@ -35,6 +44,8 @@ CHECKOUT = Path(__file__).resolve().parent.parent
 BOOTSTRAP = CHECKOUT / "scripts" / "bootstrap"
 # A cacheable draft file small enough to load in a moment, for the dual-cache probe.
 PROBE_MODEL = "sharpen-draft-mini"
+# Quantized weights, which ggml's AMX kernels serve: the AMX probe's model.
+AMX_PROBE_MODEL = "smollm2-135m-instruct"
 
 
 @dataclass(frozen=True)
@@ -62,7 +73,7 @@ class Report:
 def rebuild_command(version: str) -> str:
     """The one command that rebuilds llama-cpp-python for this machine, in the environment doctor runs in."""
     if BOOTSTRAP.is_file() and Path(sys.prefix).resolve() == (CHECKOUT / ".venv").resolve():
-        return f"{BOOTSTRAP} (rebuilds llama-cpp-python for this machine, without AMX kernels)"
+        return f"{BOOTSTRAP} (rebuilds llama-cpp-python for this machine, with scripts/llama-cpp-patches)"
     cmake_args = os.environ.get("CMAKE_ARGS", "")
     keep = f'CMAKE_ARGS="{cmake_args}" ' if cmake_args else ""
     return (
@@ -84,7 +95,20 @@ def check_versions() -> Finding:
     )
 
 
-def check_build(build: BuildInfo, cpu: CpuInfo) -> list[Finding]:
+def amx_crashes(build: BuildInfo, cpu: CpuInfo) -> bool | None:
+    """Whether this build's AMX kernels crash on a batched decode (None: they are not in use, or there is no
+    quantized model to probe with)."""
+    if not amx_in_use(build, cpu):
+        return None
+    try:
+        model = resolve_model(AMX_PROBE_MODEL).path
+    except ModelError:
+        return None
+    return batched_decode_crashes(model)
+
+
+def check_build(build: BuildInfo, cpu: CpuInfo, amx_probe: bool | None = None) -> list[Finding]:
+    """`amx_probe`: what `amx_crashes` found (None where nothing was probed)."""
     offload = "GPU offload available" if build.gpu_offload else "no GPU offload (a CPU build)"
     facts = {"version": build.version, "system_info": build.system_info, "gpu_offload": build.gpu_offload}
     findings = [
@@ -95,13 +119,16 @@ def check_build(build: BuildInfo, cpu: CpuInfo) -> list[Finding]:
         "machine": cpu.machine,
         "features": sorted(cpu.features),
         "build_features": sorted(build.features),
+        "amx_kernels": "not in use" if amx_probe is None else ("crash" if amx_probe else "run"),
     }
-    problems = build_problems(build, cpu)
+    problems = build_problems(build, cpu, amx_crashes=bool(amx_probe))
     vector = ", ".join(f for f in ("AVX2", "AVX512", "AMX_INT8") if f in cpu.features) or ", ".join(
         sorted(cpu.features)
     )
     if not problems:
         verdict = "the build matches" if cpu.flags else "no CPU flags to compare the build with"
+        if amx_probe is False:
+            verdict += " and its AMX kernels ran a batched decode"
         findings.append(
             Finding("cpu", "ok", f"{cpu.model or cpu.machine}: {vector or cpu.machine}; {verdict}", "", cpu_facts)
         )
@@ -330,6 +357,11 @@ def _model_name(service: SharpenService, name: str) -> str:
         return name
 
 
+def _check_this_build() -> list[Finding]:
+    build, cpu = build_info(), cpu_info()
+    return check_build(build, cpu, amx_crashes(build, cpu))
+
+
 def _guarded(check: str, run: Callable[[], Finding | list[Finding]], *, vital: bool = False) -> list[Finding]:
     try:
         result = run()
@@ -342,7 +374,7 @@ def _guarded(check: str, run: Callable[[], Finding | list[Finding]], *, vital: b
 def diagnose(paths: SharpenPaths | None = None) -> Report:
     paths = paths or sharpen_paths()
     findings = _guarded("versions", check_versions)
-    findings += _guarded("llama.cpp", lambda: check_build(build_info(), cpu_info()), vital=True)
+    findings += _guarded("llama.cpp", _check_this_build, vital=True)
     findings += _guarded("torch", check_optional_packages)
     config_finding, config = check_config(paths)
     findings.append(config_finding)

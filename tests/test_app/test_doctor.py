@@ -14,8 +14,8 @@ import app.tools.doctor
 from app.cli import main
 from app.storage.atomic import write_atomic
 from app.storage.config import Config
-from app.tools.doctor import check_build, check_threads, rebuild_command
-from engines.llama_build import NO_AMX_FLAGS, BuildInfo, CpuInfo, build_info, parse_features
+from app.tools.doctor import amx_crashes, check_build, check_threads, rebuild_command
+from engines.llama_build import NO_AMX_FLAGS, BuildInfo, CpuInfo, build_info, cpu_info, parse_features
 from engines.threads import available_cores
 from router.profile import ArCosts, CostProfile, DiffusionCosts, save_profile
 
@@ -100,13 +100,25 @@ def test_a_profile_measured_for_other_models_is_stale(sharpen_home: Path, capsys
     assert findings["calibration"]["status"] == "ok"
 
 
-def test_an_amx_build_fails_with_the_rebuild_command() -> None:
+def test_an_amx_build_fails_with_the_rebuild_command_only_where_its_kernels_crash() -> None:
     info = "CPU : AVX = 1 | AVX2 = 1 | AVX512 = 1 | AMX_INT8 = 1 | OPENMP = 1 |"
     build = BuildInfo("0.3.36", info, parse_features(info), gpu_offload=False)
     cpu = CpuInfo("Intel Xeon", "x86_64", "Linux", frozenset({"avx", "avx2", "avx512f", "amx_tile", "amx_int8"}))
-    failed = [f for f in check_build(build, cpu) if f.status == "fail"]
+    failed = [f for f in check_build(build, cpu, amx_probe=True) if f.status == "fail"]
     assert len(failed) == 1 and "AMX" in failed[0].detail and failed[0].fix == rebuild_command("0.3.36")
     assert "bootstrap" in failed[0].fix or NO_AMX_FLAGS in failed[0].fix
+    assert failed[0].facts["amx_kernels"] == "crash"
+    (cpu_finding,) = [f for f in check_build(build, cpu, amx_probe=False) if f.check == "cpu"]
+    assert cpu_finding.status == "ok" and "AMX kernels ran a batched decode" in cpu_finding.detail
+
+
+def test_doctor_probes_the_amx_kernels_only_where_they_are_in_use() -> None:
+    build, cpu = build_info(), cpu_info()
+    probed = amx_crashes(build, cpu)
+    if "AMX_INT8" in build.features and "amx_int8" in cpu.flags:
+        assert probed is False
+    else:
+        assert probed is None
 
 
 def test_threads_report_the_setting_and_a_busy_machine(capsys: pytest.CaptureFixture[str]) -> None:

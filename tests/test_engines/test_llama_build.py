@@ -1,10 +1,10 @@
-"""The installed llama.cpp runs on this machine: no AMX kernels on x86-64 Linux, and a batched prompt evaluates."""
+"""The installed llama.cpp runs on this machine: AMX kernels where the CPU has AMX, and a batched prompt evaluates."""
 
 from __future__ import annotations
 
 import json
 import platform
-import subprocess
+import stat
 from importlib.metadata import distribution
 from pathlib import Path
 
@@ -12,7 +12,17 @@ import pytest
 
 from engines.events import Done, GenerationStats
 from engines.llama_ar import LlamaAREngine
-from engines.llama_build import NO_AMX_FLAGS, BuildInfo, CpuInfo, build_info, build_problems, parse_features
+from engines.llama_build import (
+    NO_AMX_FLAGS,
+    BuildInfo,
+    CpuInfo,
+    batched_decode_crashes,
+    build_info,
+    build_problems,
+    cpu_info,
+    parse_features,
+)
+from models.catalogue import resolve_model
 
 SYSTEM_INFO_WITH_AMX = (
     "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | AVX512 = 1 | "
@@ -41,53 +51,41 @@ def _build(system_info: str) -> BuildInfo:
     return BuildInfo("0.3.36", system_info, parse_features(system_info), gpu_offload=False)
 
 
-@pytest.mark.skipif(
-    not (platform.system() == "Linux" and platform.machine() == "x86_64"), reason="ggml's AMX kernels are x86-64 only"
-)
-def test_the_installed_build_has_no_amx_kernels() -> None:
-    build = build_info()
-    assert "AMX_INT8" not in build.features, (
-        f"this llama.cpp was built with ggml's AMX kernels ({build.system_info}), which crash with SIGILL on "
-        f"AMX CPUs: rebuild it with ./scripts/bootstrap, which passes {NO_AMX_FLAGS} in CFLAGS and CXXFLAGS"
-    )
-
-
 X86_LINUX = platform.system() == "Linux" and platform.machine() == "x86_64"
-ROOT = Path(__file__).resolve().parents[2]
+AMX_CPU = X86_LINUX and "amx_int8" in cpu_info().flags
 
 
-def _amx_macros(flags: str) -> list[str]:
-    """The AMX macros GCC defines for an AMX CPU (-march=sapphirerapids) given `flags` too."""
-    output = subprocess.run(
-        ["cc", "-march=sapphirerapids", *flags.split(), "-dM", "-E", "-"],
-        input="",
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return [line for line in output.splitlines() if "__AMX_" in line]
-
-
-@pytest.mark.skipif(not X86_LINUX, reason="ggml's AMX kernels are x86-64 only")
-def test_the_build_flags_leave_out_amx_on_an_amx_cpu() -> None:
-    """The machine running this may have no AMX, so the test asks the compiler what an AMX CPU gets."""
-    printed = subprocess.run(
-        [str(ROOT / "scripts" / "llama-cpp-wheel"), "--flags"], capture_output=True, text=True, check=True
-    ).stdout
-    flags = dict(line.split("=", 1) for line in printed.splitlines())
-    assert NO_AMX_FLAGS in flags["CFLAGS"] and NO_AMX_FLAGS in flags["CXXFLAGS"]
-    assert _amx_macros(""), "-march=sapphirerapids enables AMX (else this test proves nothing)"
-    assert _amx_macros(flags["CXXFLAGS"]) == [], "the build flags must switch AMX off (scripts/llama-cpp-wheel)"
-
-
-@pytest.mark.skipif(not X86_LINUX, reason="ggml's AMX kernels are x86-64 only")
-def test_the_installed_wheel_was_built_without_amx() -> None:
+def _installed_by_bootstrap() -> bool:
     raw = distribution("llama_cpp_python").read_text("direct_url.json") or "{}"
     url = json.loads(raw).get("url", "")
-    if not url.startswith("file://") or not url.endswith(".whl"):
-        pytest.skip(f"llama-cpp-python was not installed by scripts/bootstrap ({url or 'from an index'})")
-    recorded = Path(url.removeprefix("file://")).parent / "build-flags.txt"
-    assert NO_AMX_FLAGS in recorded.read_text(), f"{recorded}: rebuild with ./scripts/bootstrap"
+    return url.startswith("file://") and url.endswith(".whl")
+
+
+@pytest.mark.skipif(not AMX_CPU, reason="this CPU has no AMX")
+def test_an_amx_cpu_gets_the_amx_kernels() -> None:
+    """scripts/llama-cpp-wheel builds natively, with the patch that lets the AMX kernels run."""
+    if not _installed_by_bootstrap():
+        pytest.skip("llama-cpp-python was not installed by scripts/bootstrap")
+    assert "AMX_INT8" in build_info().features, build_info().system_info
+
+
+def test_a_batched_decode_runs_in_a_fresh_process() -> None:
+    """A batch of 64 tokens through the quantized embedded model: on an AMX CPU the AMX kernels' tile
+    instructions run there, and a build without scripts/llama-cpp-patches/amx-tile-config.patch dies."""
+    assert not batched_decode_crashes(resolve_model("smollm2-135m-instruct").path)
+
+
+def test_a_process_killed_by_an_illegal_instruction_is_a_crash(tmp_path: Path) -> None:
+    """The probe reads the signal the process died of: a stand-in interpreter that raises SIGILL is a crash,
+    one that fails otherwise is not."""
+    dying, failing = tmp_path / "dying", tmp_path / "failing"
+    dying.write_text("#!/bin/sh\nkill -ILL $$\n")
+    failing.write_text("#!/bin/sh\nexit 1\n")
+    for script in (dying, failing):
+        script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    model = resolve_model("smollm2-135m-instruct").path
+    assert batched_decode_crashes(model, python=str(dying))
+    assert not batched_decode_crashes(model, python=str(failing))
 
 
 def test_the_installed_build_matches_this_cpu() -> None:
@@ -116,12 +114,17 @@ def test_parse_features_reads_llama_cpp_system_info() -> None:
     assert parse_features("CPU : AVX = 1 | AVX2 = 0 |") == {"AVX"}
 
 
-def test_an_amx_build_on_x86_linux_is_fatal_and_names_the_flags() -> None:
+def test_an_amx_build_is_fatal_only_where_its_kernels_crash() -> None:
     cpu = CpuInfo("Intel Xeon", "x86_64", "Linux", XEON_FLAGS)
-    (problem,) = build_problems(_build(SYSTEM_INFO_WITH_AMX), cpu)
-    assert problem.fatal and NO_AMX_FLAGS in problem.message and "AMX" in problem.message
-    without_amx = SYSTEM_INFO_WITH_AMX.replace("AMX_INT8 = 1 | ", "")
-    assert build_problems(_build(without_amx), cpu) == []
+    assert build_problems(_build(SYSTEM_INFO_WITH_AMX), cpu) == []
+    (problem,) = build_problems(_build(SYSTEM_INFO_WITH_AMX), cpu, amx_crashes=True)
+    assert problem.fatal and NO_AMX_FLAGS in problem.message and "scripts/llama-cpp-patches" in problem.message
+
+
+def test_an_amx_build_on_a_cpu_without_amx_is_built_for_another_cpu() -> None:
+    without_amx = CpuInfo("Intel Xeon", "x86_64", "Linux", XEON_FLAGS - {"amx_int8", "amx_tile"})
+    (problem,) = build_problems(_build(SYSTEM_INFO_WITH_AMX), without_amx, amx_crashes=True)
+    assert problem.fatal and "another CPU" in problem.message and "AMX_INT8" in problem.message
 
 
 def test_a_build_for_another_cpu_is_fatal() -> None:
