@@ -35,9 +35,11 @@ from engines.llama_build import NO_AMX_FLAGS, build_info
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 
+AR_ROW, RIDING, SECOND = "AR, one token", "drafter, 16 rows (block of 8 riding along)", "drafter, 8 rows"
 # (label, rows decoded, rows with logits): what AR and a block of 8 at the router's K = N/4 decode.
-DECODES = (("AR, one token", 1, 1), ("drafter, 16 rows (block of 8 riding along)", 16, 9), ("drafter, 8 rows", 8, 8))
+DECODES = ((AR_ROW, 1, 1), (RIDING, 16, 9), (SECOND, 8, 8))
 AR_TOKENS = 256
+AR_RUN = f"AR, {AR_TOKENS} tokens"
 
 
 def measure() -> dict[str, float]:
@@ -55,9 +57,9 @@ def measure() -> dict[str, float]:
     prompt = ar._llama.tokenize(DOCUMENTS.read_text().split("===\n")[0].encode(), add_bos=True)[:PROMPT_TOKENS]
     figures: dict[str, float] = {}
     for label, rows, outputs in DECODES:
-        llama = ar._llama if label.startswith("AR") else drafter
+        llama = ar._llama if label == AR_ROW else drafter
         figures[label] = row_costs(llama, prompt, sizes=(rows,), outputs=partial(min, outputs))[rows]
-    figures[f"AR, {AR_TOKENS} tokens"] = statistics.median(ar_seconds(ar, prompt, AR_TOKENS) for _ in range(3))
+    figures[AR_RUN] = statistics.median(ar_seconds(ar, prompt, AR_TOKENS) for _ in range(3))
     return figures
 
 
@@ -77,7 +79,7 @@ def build_without_amx() -> Path:
 def child(site: Path | None) -> tuple[str, dict[str, float]]:
     environment = dict(os.environ)
     if site is not None:
-        environment["PYTHONPATH"] = os.pathsep.join([str(site), str(ROOT)])
+        environment["PYTHONPATH"] = str(site)  # ahead of the venv's own llama_cpp
     script = (
         "import json, sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import llama_cpp, amx_kernels; "
         "print(json.dumps([llama_cpp.llama_print_system_info().decode().strip(), amx_kernels.measure()]))"
@@ -108,24 +110,23 @@ def main() -> None:
             runs[label].append(figures)
             if len(runs[label]) == 1:
                 print(f"{label}: {system_info}")
-    labels = [label for label, _, _ in DECODES] + [f"AR, {AR_TOKENS} tokens"]
+    labels = [label for label, _, _ in DECODES] + [AR_RUN]
     medians = {build: {k: statistics.median(r[k] for r in rounds) for k in labels} for build, rounds in runs.items()}
     print(f"\nmedians of {args.rounds} rounds, ms (the AR row: s and tokens/s)")
     print("| decode | installed | without AMX | without AMX / installed |")
     print("|---|---|---|---|")
     for key in labels:
         mine, plain = medians["installed"][key], medians["without AMX"][key]
-        if key.startswith(f"AR, {AR_TOKENS}"):
+        if key == AR_RUN:
             cells = f"{mine:.2f} s ({AR_TOKENS / mine:.0f}/s) | {plain:.2f} s ({AR_TOKENS / plain:.0f}/s)"
         else:
             cells = f"{mine * 1000:.1f} | {plain * 1000:.1f}"
         print(f"| {key} | {cells} | {plain / mine:.2f} |")
     for build, median in medians.items():
-        one = median["AR, one token"]
-        pair = (median[DECODES[1][0]] + median[DECODES[2][0]]) / 8 / one
+        one = median[AR_ROW]
         print(
-            f"{build}: a 16-row pass costs {median[DECODES[1][0]] / one:.2f} AR rows; a block of 8 in two passes "
-            f"{pair:.2f} AR rows a token"
+            f"{build}: a 16-row pass costs {median[RIDING] / one:.2f} AR rows; a block of 8 in two passes "
+            f"{(median[RIDING] + median[SECOND]) / 8 / one:.2f} AR rows a token"
         )
 
 
