@@ -99,12 +99,13 @@ class QualityGap:
         if position is not None:
             return position
         on_topic, ar_on_topic, repeats, ar_repeats = self.on_topic, self.ar_on_topic, self.repeats, self.ar_repeats
-        if on_topic is not None and ar_on_topic is not None and on_topic < ar_on_topic - self.on_topic_margin:
+        # Rounded as the position gap is: the figures have two decimals, and 0.95 - 0.1 must not read as 0.8499...
+        if on_topic is not None and ar_on_topic is not None and on_topic < round(ar_on_topic - self.on_topic_margin, 6):
             return (
                 f"{self.draft_model} is on topic for {on_topic:.0%} of instructions it never saw against AR's "
                 f"{ar_on_topic:.0%}, more than router.on_topic_margin ({self.on_topic_margin:.0%}) behind"
             )
-        if repeats is not None and ar_repeats is not None and repeats > ar_repeats + self.repeats_margin:
+        if repeats is not None and ar_repeats is not None and repeats > round(ar_repeats + self.repeats_margin, 6):
             return (
                 f"{repeats:.0%} of {self.draft_model}'s word 3-grams repeat against AR's {ar_repeats:.0%}, more "
                 f"than router.repeats_margin ({self.repeats_margin:.0%}) over"

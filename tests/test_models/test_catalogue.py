@@ -14,6 +14,7 @@ from app.storage.config import set_value
 from app.storage.paths import sharpen_paths
 from models.catalogue import catalogue, resolve_model
 from models.errors import UnknownModel
+from models.training.open_prompts import open_instructions
 
 
 def test_embedded_complete_model_is_found() -> None:
@@ -40,7 +41,8 @@ def test_paths_and_unknown_names(tmp_path: Path) -> None:
 
 def test_the_shipped_diffusion_model_loads_and_drafts() -> None:
     """The default drafter: the LoRA adapter in this repository on the embedded SmolLM2 file, through the
-    service as a user's first draft goes, on topic for an instruction of a kind it never trained on."""
+    service as a user's first draft goes, on topic for at least half of eight instructions of kinds and subjects
+    it never trained on (6 of 8 on an Intel Xeon with AMX; the adapter before it, 5 of 8)."""
     from engines.diffusion.llama_backend import LlamaDiffusionBackend
     from engines.events import Done, Pass
 
@@ -57,9 +59,15 @@ def test_the_shipped_diffusion_model_loads_and_drafts() -> None:
     assert backend.kv_type == "f32", "a small model keeps exact keys and values"
     settings = service.draft_settings.resolve()
     assert settings.block_length == 8, "the catalogue entry's block length"
-    events = list(engine.draft("Write a short FAQ about tides.", 48, replace(settings, steps=12)))
+    unseen = open_instructions(8, quoted=[], held_out=True)
+    drafts = [list(engine.draft(i.text, 48, replace(settings, steps=12))) for i in unseen]
+    texts = [events[-1].text.lower() for events in drafts if isinstance(events[-1], Done)]
+    assert len(texts) == len(unseen), drafts
+    on_topic = [any(word[:5] in text for word in i.topic_words) for i, text in zip(unseen, texts, strict=True)]
+    assert sum(on_topic) >= 4, list(zip(texts, on_topic, strict=True))
+    events = drafts[0]
     done = events[-1]
-    assert isinstance(done, Done) and "tide" in done.text.lower(), done
+    assert isinstance(done, Done)
     # Blocks of 8 at K = N/4: each pass over one block alone, at most two a block (end-of-text kept in order
     # may add a few). The draft may end early at end-of-text (it wrote 4 passes on an AMD EPYC, 6 or more on
     # an Intel Xeon), so the passes are counted against the blocks it wrote.
