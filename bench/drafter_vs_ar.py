@@ -43,7 +43,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import llama_cpp
-from embedded_quality import on_topic, prompts_of, repeated_trigrams, scored
+from embedded_quality import prompts_of, repeated_trigrams, scored
 from machine import describe_machine
 
 from app.domain.draft_request import DraftRequest
@@ -53,6 +53,7 @@ from app.storage.paths import SharpenPaths
 from engines.events import DiffusionStats, GenerationStats
 from engines.llama_ar import LlamaAREngine
 from models.catalogue import resolve_model
+from models.training.open_prompts import on_topic
 from router.request import EngineName
 
 PARAGRAPHS = Path(__file__).resolve().parent / "data" / "rewrite_paragraphs.txt"

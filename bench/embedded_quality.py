@@ -46,7 +46,7 @@ from engines.llama_ar import LlamaAREngine, LlamaSettings
 from models.adapted import adapter_info, is_adapter, verify_base
 from models.catalogue import resolve_model
 from models.training.data import is_held_out, load_pairs
-from models.training.open_prompts import open_instructions
+from models.training.open_prompts import on_topic, open_instructions
 from models.training.prompts import instructions
 
 N = 128
@@ -78,13 +78,6 @@ def repeated_trigrams(text: str) -> float:
         repeated += gram in seen
         seen.add(gram)
     return repeated / len(grams) if grams else 0.0
-
-
-def on_topic(text: str, topic_words: tuple[str, ...]) -> bool:
-    """Whether the draft names a word of the subject (its first five letters: "markets" counts for "marketplace"
-    only if they share them, so plurals and simple endings count)."""
-    lowered = text.lower()
-    return any(word[:5] in lowered for word in topic_words)
 
 
 def prompts_of(kind: str, count: int) -> list[tuple[str, tuple[str, ...]]]:

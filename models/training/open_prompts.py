@@ -317,6 +317,13 @@ class OpenInstruction:
         return {**record, "teacher_message": self.asked_teacher} if self.asked_teacher else record
 
 
+def on_topic(text: str, topic_words: tuple[str, ...]) -> bool:
+    """Whether the draft names a word of the subject (its first five letters: "markets" counts for "marketplace"
+    only if they share them, so plurals and simple endings count)."""
+    lowered = text.lower()
+    return any(word[:5] in lowered for word in topic_words)
+
+
 # Words too common to show that a draft is about its subject.
 _COMMON = frozenset(
     {"what", "with", "that", "this", "from", "your", "about", "their", "without", "during", "after", "first", "between"}

@@ -14,7 +14,7 @@ from app.storage.config import set_value
 from app.storage.paths import sharpen_paths
 from models.catalogue import catalogue, resolve_model
 from models.errors import UnknownModel
-from models.training.open_prompts import open_instructions
+from models.training.open_prompts import on_topic, open_instructions
 
 
 def test_embedded_complete_model_is_found() -> None:
@@ -63,8 +63,8 @@ def test_the_shipped_diffusion_model_loads_and_drafts() -> None:
     drafts = [list(engine.draft(i.text, 48, replace(settings, steps=12))) for i in unseen]
     texts = [events[-1].text.lower() for events in drafts if isinstance(events[-1], Done)]
     assert len(texts) == len(unseen), drafts
-    on_topic = [any(word[:5] in text for word in i.topic_words) for i, text in zip(unseen, texts, strict=True)]
-    assert sum(on_topic) >= 4, list(zip(texts, on_topic, strict=True))
+    topical = [on_topic(text, i.topic_words) for i, text in zip(unseen, texts, strict=True)]
+    assert sum(topical) >= 4, list(zip(texts, topical, strict=True))
     events = drafts[0]
     done = events[-1]
     assert isinstance(done, Done)
