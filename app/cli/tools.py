@@ -81,8 +81,8 @@ def training_data_arguments(parser: argparse.ArgumentParser) -> None:
         dest="instruction_set",
         choices=INSTRUCTION_SETS,
         default="templated",
-        help="templated everyday messages; open kinds of writing (held-out kinds and topics left out); drafts "
-        "into a document (as Ctrl+D asks); rewrites of a selection with an instruction",
+        help="templated everyday messages; open kinds of writing (held-out kinds and topics left out); forms: "
+        "more kinds of writing; drafts into a document (as Ctrl+D asks); rewrites of a selection with an instruction",
     )
     parser.add_argument(
         "--quoted-from",

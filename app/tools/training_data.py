@@ -23,7 +23,7 @@ from engines.ar_engine import Sampling
 from engines.events import Done, GenerationStats
 from engines.llama_ar import LlamaAREngine
 from models.training.data import clean_draft
-from models.training.open_prompts import OPEN_FIRST_ID, open_instructions
+from models.training.open_prompts import FORMS_FIRST_ID, OPEN_FIRST_ID, open_instructions
 from models.training.prompts import instructions
 
 
@@ -50,8 +50,9 @@ SEED_ID_STRIDE = 1_000_000  # more than any set's count
 
 def instruction_set(name: str, count: int, seed: int, quoted_from: Sequence[Path]) -> list[TeacherPrompt]:
     """The first `count` instructions of a set: "templated" (prompts.py); "open" (open_prompts.py, which
-    quotes the teacher's cleaned drafts in `quoted_from` for its reply and rewrite kinds); "document" and
-    "rewrite" (document_prompts.py: drafts into those drafts cut as documents, rewrites of their paragraphs)."""
+    quotes the teacher's cleaned drafts in `quoted_from` for its reply and rewrite kinds); "forms" (more
+    kinds of writing, open_prompts.FORM_KINDS); "document" and "rewrite" (document_prompts.py: drafts into
+    those drafts cut as documents, rewrites of their paragraphs)."""
     if name == "templated":
         return list(instructions(count, seed))
     if name == "document":
@@ -60,6 +61,9 @@ def instruction_set(name: str, count: int, seed: int, quoted_from: Sequence[Path
     if name == "rewrite":
         paragraphs = paragraphs_of(quoted_texts(quoted_from, DOCUMENT_CHARS))
         return list(rewrite_instructions(count, paragraphs, seed=seed, first_id=seed_first_id(REWRITE_FIRST_ID, seed)))
+    if name == "forms":
+        first_id = seed_first_id(FORMS_FIRST_ID, seed)
+        return list(open_instructions(count, quoted=[], seed=seed, first_id=first_id, forms=True))
     return list(
         open_instructions(
             count, quoted=quoted_texts(quoted_from), seed=seed, first_id=seed_first_id(OPEN_FIRST_ID, seed)

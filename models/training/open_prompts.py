@@ -253,6 +253,35 @@ TRAIN_KINDS: dict[str, str] = {
     "reply": "Write a reply to this email:\n\n{email}",
     "rewrite": "Rewrite this paragraph to make it {style}:\n\n{paragraph}",
 }
+# More kinds of writing for training ("forms", a set of its own so that the open set's lists stay as they
+# were written): the drafter learns from 19 kinds and is measured on 10 others, so the number of forms it
+# has seen bounds how well it drafts a kind it has not. None is a held-out kind under another name.
+FORM_KINDS: dict[str, str] = {
+    "editor": "Write a letter to the editor of a local newspaper about {event}.",
+    "invitation": "Write an invitation asking friends to come to {event}.",
+    "announce": "Write a community newsletter announcement about {event}.",
+    "headlines": "Write three headlines and a short opening paragraph for a news story about {event}.",
+    "recommend": "Write a short recommendation of {item} for a friend.",
+    "compare": "Compare {item} with a cheaper alternative.",
+    "complaint": "Write a polite complaint about {item} that broke after a week.",
+    "care": "Write care instructions for {item}.",
+    "checklist": "Make a checklist for {task}.",
+    "mistakes": "Describe the most common mistakes people make when {task}.",
+    "reflection": "Write a short reflection on what {task} taught you.",
+    "proscons": "List the pros and cons of {task}.",
+    "define": "Define {concept} in two sentences, then give an example.",
+    "quiz": "Write a five-question quiz about {concept}.",
+    "dialogue": "Write a short dialogue between two friends about {subject}.",
+    "fable": "Write a short fable about {subject}.",
+    "bedtime": "Write a bedtime story for a child about {subject}.",
+    "haiku": "Write three haiku about {subject}.",
+    "future": "Write a letter to your future self about {subject}.",
+    "character": "Describe a character who loves {subject}.",
+    "caption": "Write a caption for a photograph of {subject}.",
+    "history": "Write a short history of {place}.",
+    "weather": "Describe the weather in {place} through the year.",
+    "mood": "Describe the mood of {setting} in one paragraph.",
+}
 # Kinds that never occur in training: the unseen-kind measure.
 HELD_OUT_KINDS: dict[str, str] = {
     "travel": "Write a travel blog post about a trip to {place}.",
@@ -282,6 +311,7 @@ MODIFIERS = (
 )
 QUOTING = frozenset({"email", "paragraph"})
 OPEN_FIRST_ID = 100_000  # after the templated set's ids
+FORMS_FIRST_ID = 400_000  # after the document and rewrite sets' (app/tools/document_prompts.py)
 
 
 def held_out_value(value: str) -> bool:
@@ -333,12 +363,18 @@ _COMMON = frozenset(
 
 
 def open_instructions(
-    count: int, *, quoted: list[str], seed: int = 0, held_out: bool = False, first_id: int = OPEN_FIRST_ID
+    count: int,
+    *,
+    quoted: list[str],
+    seed: int = 0,
+    held_out: bool = False,
+    first_id: int = OPEN_FIRST_ID,
+    forms: bool = False,
 ) -> list[OpenInstruction]:
     """`count` distinct instructions: training kinds with training values, or (held_out) held-out kinds
-    with held-out values only. `quoted` supplies the emails and paragraphs the reply and rewrite kinds
-    quote (split the same way)."""
-    kinds = HELD_OUT_KINDS if held_out else TRAIN_KINDS
+    with held-out values only; `forms`: FORM_KINDS with training values. `quoted` supplies the emails and
+    paragraphs the reply and rewrite kinds quote (split the same way)."""
+    kinds = HELD_OUT_KINDS if held_out else FORM_KINDS if forms else TRAIN_KINDS
     pools = {name: [v for v in values if held_out_value(v) == held_out] for name, values in POOLS.items()}
     pools["email"] = pools["paragraph"] = [q for q in quoted if held_out_value(q) == held_out]
     rng = random.Random(seed)

@@ -26,7 +26,14 @@ from models.training.data import (
     to_last_sentence,
     without_loops,
 )
-from models.training.open_prompts import HELD_OUT_KINDS, TRAIN_KINDS, held_out_value, open_instructions
+from models.training.open_prompts import (
+    FORM_KINDS,
+    HELD_OUT_KINDS,
+    TRAIN_KINDS,
+    OpenInstruction,
+    held_out_value,
+    open_instructions,
+)
 from models.training.prompts import instructions
 
 
@@ -39,6 +46,7 @@ def test_instructions_vary_and_repeat_per_seed() -> None:
     assert made[0].text.startswith("Write ") and made[0].text.endswith(".")
 
 
+DATA = Path(__file__).resolve().parents[2] / "models" / "training" / "data"
 QUOTED = [f"Dear Sam,\n\nThe meeting moves to day {n}. Thanks,\nAlex" for n in range(40)]
 
 
@@ -59,6 +67,24 @@ def test_open_instructions_keep_held_out_kinds_and_subjects_out_of_training() ->
     travel = next(i for i in unseen if i.kind == "travel")
     place = dict(travel.slots)["place"]
     assert place in travel.text and set(travel.topic_words) <= {w.lower() for w in place.replace(",", "").split()}
+
+
+def test_the_forms_set_adds_kinds_of_its_own_with_training_subjects_only() -> None:
+    forms = instruction_set("forms", 300, 0, [])
+    assert len({i.text for i in forms}) == 300
+    kinds = {i.kind for i in forms if isinstance(i, OpenInstruction)}
+    assert kinds == set(FORM_KINDS) and not kinds & (set(TRAIN_KINDS) | set(HELD_OUT_KINDS))
+    held_out_templates = {t.split("{")[0] for t in HELD_OUT_KINDS.values()}
+    assert not any(i.text.startswith(t) for i in forms for t in held_out_templates)
+    values = {value for i in forms if isinstance(i, OpenInstruction) for _, value in i.slots}
+    assert values and not any(held_out_value(v) for v in values)
+    open_ids = {i.id for i in instruction_set("open", 300, 0, [])} | {i.id for i in instruction_set("open", 300, 1, [])}
+    assert not {i.id for i in forms} & open_ids
+    assert not {i.id for i in forms} & {i.id for i in instruction_set("forms", 300, 1, [])}
+    # The open set's lists are still the ones its files were written from.
+    written = {r["id"]: r["text"] for r in map(json.loads, (DATA / "drafts-open-seed1.jsonl").read_text().splitlines())}
+    again = instruction_set("open", 40, 1, [DATA / "drafts.jsonl"])  # as models/training/README.md wrote them
+    assert [written.get(i.id) for i in again] == [i.text for i in again]
 
 
 def test_the_open_set_quotes_finished_drafts_only(tmp_path: Path) -> None:
