@@ -23,7 +23,7 @@ from engines.ar_engine import Sampling
 from engines.events import Done, GenerationStats
 from engines.llama_ar import LlamaAREngine
 from models.training.data import clean_draft
-from models.training.open_prompts import FORMS_FIRST_ID, OPEN_FIRST_ID, open_instructions
+from models.training.open_prompts import FORM_KINDS, FORMS_FIRST_ID, OPEN_FIRST_ID, open_instructions
 from models.training.prompts import instructions
 
 
@@ -63,7 +63,7 @@ def instruction_set(name: str, count: int, seed: int, quoted_from: Sequence[Path
         return list(rewrite_instructions(count, paragraphs, seed=seed, first_id=seed_first_id(REWRITE_FIRST_ID, seed)))
     if name == "forms":
         first_id = seed_first_id(FORMS_FIRST_ID, seed)
-        return list(open_instructions(count, quoted=[], seed=seed, first_id=first_id, forms=True))
+        return list(open_instructions(count, quoted=[], seed=seed, first_id=first_id, kinds=FORM_KINDS))
     return list(
         open_instructions(
             count, quoted=quoted_texts(quoted_from), seed=seed, first_id=seed_first_id(OPEN_FIRST_ID, seed)

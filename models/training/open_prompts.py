@@ -369,12 +369,12 @@ def open_instructions(
     seed: int = 0,
     held_out: bool = False,
     first_id: int = OPEN_FIRST_ID,
-    forms: bool = False,
+    kinds: dict[str, str] | None = None,
 ) -> list[OpenInstruction]:
-    """`count` distinct instructions: training kinds with training values, or (held_out) held-out kinds
-    with held-out values only; `forms`: FORM_KINDS with training values. `quoted` supplies the emails and
-    paragraphs the reply and rewrite kinds quote (split the same way)."""
-    kinds = HELD_OUT_KINDS if held_out else FORM_KINDS if forms else TRAIN_KINDS
+    """`count` distinct instructions: training kinds (TRAIN_KINDS, or `kinds`) with training values, or
+    (held_out) held-out kinds with held-out values only. `quoted` supplies the emails and paragraphs the
+    reply and rewrite kinds quote (split the same way)."""
+    kinds = HELD_OUT_KINDS if held_out else kinds or TRAIN_KINDS
     pools = {name: [v for v in values if held_out_value(v) == held_out] for name, values in POOLS.items()}
     pools["email"] = pools["paragraph"] = [q for q in quoted if held_out_value(q) == held_out]
     rng = random.Random(seed)

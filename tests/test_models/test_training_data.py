@@ -69,6 +69,11 @@ def test_open_instructions_keep_held_out_kinds_and_subjects_out_of_training() ->
     assert place in travel.text and set(travel.topic_words) <= {w.lower() for w in place.replace(",", "").split()}
 
 
+def texts_by_id(path: Path) -> dict[int, str]:
+    """The instructions a teacher's file answered, by id."""
+    return {record["id"]: record["text"] for record in map(json.loads, path.read_text().splitlines())}
+
+
 def test_the_forms_set_adds_kinds_of_its_own_with_training_subjects_only() -> None:
     forms = instruction_set("forms", 300, 0, [])
     assert len({i.text for i in forms}) == 300
@@ -81,8 +86,14 @@ def test_the_forms_set_adds_kinds_of_its_own_with_training_subjects_only() -> No
     open_ids = {i.id for i in instruction_set("open", 300, 0, [])} | {i.id for i in instruction_set("open", 300, 1, [])}
     assert not {i.id for i in forms} & open_ids
     assert not {i.id for i in forms} & {i.id for i in instruction_set("forms", 300, 1, [])}
+    # The forms file is the one models/training/README.md's two commands write (--count 1200, then 2400).
+    forms_written = texts_by_id(DATA / "drafts-forms.jsonl")
+    first, resumed = instruction_set("forms", 1200, 0, []), instruction_set("forms", 2400, 0, [])
+    assert [forms_written[i.id] for i in first] + [forms_written[i.id] for i in resumed[1200:]] == [
+        i.text for i in first + resumed[1200:]
+    ]
     # The open set's lists are still the ones its files were written from.
-    written = {r["id"]: r["text"] for r in map(json.loads, (DATA / "drafts-open-seed1.jsonl").read_text().splitlines())}
+    written = texts_by_id(DATA / "drafts-open-seed1.jsonl")
     again = instruction_set("open", 40, 1, [DATA / "drafts.jsonl"])  # as models/training/README.md wrote them
     assert [written.get(i.id) for i in again] == [i.text for i in again]
 
