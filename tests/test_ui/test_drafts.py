@@ -151,7 +151,8 @@ async def test_a_failed_draft_says_why_inserts_nothing_and_closes(
         assert app.draft is not None and app.draft.state == "refining"
         assert await wait_until(pilot, lambda: app.draft is not None and app.draft.state == "failed")
         assert app.status.info.state == "draft failed"
-        assert any("empty" in n.message for n in app._notifications)
+        # notify() posts a message to the app, so the note may land a moment after the state changes.
+        assert await wait_until(pilot, lambda: any("empty" in n.message for n in app._notifications))
         await pilot.press("ctrl+y")
         assert app.editor.text == "Hi team,\n", "a failed draft has nothing to insert"
         await pilot.press("escape")

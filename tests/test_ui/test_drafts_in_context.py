@@ -169,7 +169,7 @@ async def test_a_corrupt_history_is_set_aside_with_a_warning(make_app: AppFactor
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("f4")
         assert await wait_until(pilot, lambda: isinstance(app.screen, HistoryScreen))
-        assert any("could not be read" in n.message for n in app._notifications)
+        assert await wait_until(pilot, lambda: any("could not be read" in n.message for n in app._notifications))
     aside = list(state.glob("drafts.sqlite3.corrupt-*"))
     assert len(aside) == 1 and aside[0].read_bytes().startswith(b"this is not a database")
     assert DraftHistory(state / "drafts.sqlite3").drafts(None) == []
