@@ -4,8 +4,10 @@ in a row that are empty or hold one character (a lone "[" or "-").
 Drafters that run out of text pad with newlines and brackets ("[\\n\\n[\\n\\n["); AR decoding, with its loop
 control, does not. Diffusion fills positions in any order, so the run a token would join may lie on
 either side of it: the rule reads the settled text around a masked position, each way up to a masked one
-(a line cut off by a mask is taken as text, and one the canvas's start opens starts there), and takes
-out of that position's proposals every token that would make a run too long. Positions settled in the
+(a line cut off by a mask is taken as text, and one the canvas's start opens starts there; where the
+draft ends, at end-of-text or at the canvas's end with nothing after it, its last line ends too, and
+counts if it holds a visible character), and takes out of that position's proposals every token that would
+make a run too long. Positions settled in the
 same pass are guessed independently, so a pass's commits are placed again one by one, likeliest first,
 each against the text with those before it in place; one that would make a run too long waits for the
 next pass (never the first placed: its proposals were filtered against that very text).
@@ -41,6 +43,7 @@ class Around:
     closed: bool  # whether the position's line ends (a settled newline after it)
     open_after: int  # visible characters of the position's line after it
     run_after: int  # blank lines in a row just after the position's line ends
+    ends: bool = False  # whether the draft ends after the last line read (end-of-text, or the canvas's end)
 
 
 class BlankLines:
@@ -50,6 +53,8 @@ class BlankLines:
         self, piece: Callable[[int], str], vocab_size: int, mask: int, limit: int, eos: frozenset[int] = frozenset()
     ) -> None:
         self.mask, self.limit, self.eos = mask, limit, eos
+        # Whether the canvas's last position ends the draft; not where text after it follows (an infill's).
+        self.canvas_ends_draft = True
         self.pieces = [piece(token) for token in range(vocab_size)]  # read once: every pass reads them
         rows: list[tuple[int, ...]] = []
         for token, text in enumerate(self.pieces):
@@ -96,12 +101,16 @@ class BlankLines:
                 break
             run_before += 1
         open_before = TEXT if len(before) == 1 and cut_before else _visible(before[-1])
+        ends = int(tokens[hi]) in self.eos if hi < len(tokens) else self.canvas_ends_draft
         run_after = 0
-        for index in range(1, len(after) - 1):  # lines the text after closes (the last one may go on)
-            if not _blank(_visible(after[index])):
+        for index in range(1, len(after)):
+            visible = _visible(after[index])
+            # The last line read may go on, unless the draft ends there: then it is a line if it holds anything.
+            last_line_blank = ends and visible == 1
+            if (index == len(after) - 1 and not last_line_blank) or not _blank(visible):
                 break
             run_after += 1
-        return Around(run_before, open_before, len(after) > 1, _visible(after[0]), run_after)
+        return Around(run_before, open_before, len(after) > 1, _visible(after[0]), run_after, ends)
 
     # ----- the rule --------------------------------------------------------------------------------
 
@@ -109,7 +118,7 @@ class BlankLines:
         """For each candidate token, the longest run of blank lines through it were it placed here."""
         single = self.newlines == 0
         first_blank = around.open_before + self.first <= 1  # the first line the token ends (or its own)
-        last_blank = around.closed & (self.last + around.open_after <= 1)
+        last_blank = self._blank_last_line(around, self.last + around.open_after)
         all_middle = self.lead == self.middles
         through_first = np.where(first_blank, around.run_before + 1 + self.lead, 0)
         through_last = np.where(last_blank, self.trail + 1 + around.run_after, 0)
@@ -117,11 +126,19 @@ class BlankLines:
         spanning = np.where(both, around.run_before + 2 + self.middles + around.run_after, 0)
         # A token without a newline is on one line: blank only if that line ends (settled text after it).
         own_line = np.where(
-            around.closed & (around.open_before + self.first + around.open_after <= 1),
+            self._blank_last_line(around, around.open_before + self.first + around.open_after),
             around.run_before + 1 + around.run_after,
             0,
         )
         return np.where(single, own_line, np.maximum.reduce([self.inner, through_first, through_last, spanning]))
+
+    @staticmethod
+    def _blank_last_line(around: Around, visible: np.ndarray) -> np.ndarray:
+        """Whether the line a token's last piece is on, holding `visible` characters, is a blank line: where a
+        settled newline ends it, if it holds at most one; where the draft ends with it, if it holds one."""
+        if around.closed:
+            return visible <= 1
+        return np.asarray(around.ends) & (visible == 1)
 
     def banned(self, tokens: np.ndarray, position: int) -> np.ndarray:
         """The tokens that would make a run of blank lines too long at `position`."""

@@ -128,8 +128,8 @@ class DiffusionSampler:
             self._pieces = [self.backend.piece(t) for t in range(self.backend.vocab_size)]
         return self._pieces[token]
 
-    def blank_lines(self, limit: int) -> BlankLines | None:
-        """The blank-lines rule at `limit` (None: off)."""
+    def blank_lines(self, limit: int, canvas_ends_draft: bool = True) -> BlankLines | None:
+        """The blank-lines rule at `limit` (None: off); `canvas_ends_draft`: no text follows the canvas."""
         if limit < 1:
             return None
         if self._blank_lines is None:
@@ -138,6 +138,7 @@ class DiffusionSampler:
                 self.piece, backend.vocab_size, backend.mask_token_id, limit, frozenset(backend.eos_token_ids)
             )
         self._blank_lines.limit = limit
+        self._blank_lines.canvas_ends_draft = canvas_ends_draft
         return self._blank_lines
 
     def doubled_words(self) -> DoubledWords:
@@ -174,7 +175,9 @@ class DiffusionSampler:
 
         align = canvas.offset if used == "block" else 0
         # Sharpen's own rule, as eos and spacing are: the authors' loops run as published.
-        blank_lines = self.blank_lines(settings.blank_lines if settings.sampler == "sharpen" else 0)
+        blank_lines = self.blank_lines(
+            settings.blank_lines if settings.sampler == "sharpen" else 0, canvas_ends_draft=not len(suffix)
+        )
         doubled = self.doubled_words() if settings.no_doubled_words and settings.sampler == "sharpen" else None
         if doubled is not None:
             doubled.edges = (int(prompt[-1]) if len(prompt) else -1, int(suffix[0]) if len(suffix) else -1)

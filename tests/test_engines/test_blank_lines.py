@@ -16,7 +16,7 @@ from engines.events import Done
 
 PIECES = ["a", "\n", "\n\n", "[", "word", " x\n", "\n\n\n\n", "<mask>", "<eos>", "b"]
 MASK, EOS = 7, 8
-NEWLINE, TWO_NEWLINES, BRACKET, WORD, X_LINE, FOUR_NEWLINES, B = 1, 2, 3, 4, 5, 6, 9
+A, NEWLINE, TWO_NEWLINES, BRACKET, WORD, X_LINE, FOUR_NEWLINES, B = 0, 1, 2, 3, 4, 5, 6, 9
 
 
 def rule(limit: int = 2) -> BlankLines:
@@ -24,7 +24,8 @@ def rule(limit: int = 2) -> BlankLines:
 
 
 def banned_after(tokens: Sequence[int], limit: int = 2) -> set[int]:
-    canvas = np.array([*tokens, MASK], dtype=np.int64)
+    """What may not settle after `tokens`, with more of the draft still masked after it."""
+    canvas = np.array([*tokens, MASK, MASK], dtype=np.int64)
     return set(rule(limit).banned(canvas, len(tokens)).tolist())
 
 
@@ -65,10 +66,27 @@ def test_end_of_text_is_never_banned_and_ends_the_text_read_after_a_position() -
     with_eos = BlankLines(pieces.__getitem__, len(pieces), MASK, 2, frozenset({EOS}))
     canvas = np.array([WORD, TWO_NEWLINES, NEWLINE, MASK, NEWLINE], dtype=np.int64)
     assert EOS not in set(with_eos.banned(canvas, 3).tolist())
-    # What follows end-of-text is not part of the draft: the bracket's line does not end there.
-    canvas = np.array([WORD, TWO_NEWLINES, NEWLINE, MASK, EOS, NEWLINE], dtype=np.int64)
-    assert BRACKET not in set(with_eos.banned(canvas, 3).tolist())
-    assert BRACKET in set(with_eos.banned(np.delete(canvas, 4), 3).tolist())
+    # What follows end-of-text is not part of the draft: "word", "", "[" then the end is a run of two.
+    canvas = np.array([WORD, TWO_NEWLINES, MASK, EOS, NEWLINE, NEWLINE], dtype=np.int64)
+    assert BRACKET not in set(with_eos.banned(canvas, 2).tolist())
+    # Read on, the newlines would make it "word", "", "[", "": three.
+    assert BRACKET in set(with_eos.banned(np.delete(canvas, 3), 2).tolist())
+
+
+def test_the_drafts_end_ends_its_last_line() -> None:
+    # "word", "", "" and then a lone "[" or "a" as the draft's last line: a third blank line, at
+    # end-of-text or at the canvas's end alike; a word there is text.
+    pieces = [*PIECES[:EOS], "", *PIECES[EOS + 1 :]]
+    with_eos = BlankLines(pieces.__getitem__, len(pieces), MASK, 2, frozenset({EOS}))
+    for canvas in ([WORD, TWO_NEWLINES, NEWLINE, MASK, EOS, MASK], [WORD, TWO_NEWLINES, NEWLINE, MASK]):
+        banned = set(with_eos.banned(np.array(canvas, dtype=np.int64), 3).tolist())
+        assert {BRACKET, A, B} <= banned and WORD not in banned and EOS not in banned
+    # Where text follows the canvas (an infill's), its last line may go on into that text.
+    with_eos.canvas_ends_draft = False
+    assert BRACKET not in set(with_eos.banned(np.array([WORD, TWO_NEWLINES, NEWLINE, MASK]), 3).tolist())
+    # Nothing visible on the last line is no line: a newline at the end leaves the run at two.
+    with_eos.canvas_ends_draft = True
+    assert NEWLINE not in set(with_eos.banned(np.array([WORD, TWO_NEWLINES, MASK]), 2).tolist())
 
 
 def test_commits_of_one_pass_are_checked_left_to_right() -> None:
@@ -90,25 +108,29 @@ def newline_heavy(_sequence: np.ndarray, start: int, end: int) -> np.ndarray:
 
 
 def blank_run(text: str) -> int:
+    """The longest run of lines that are empty or hold one character; the text's last line counts if it
+    holds anything (bench/drafter_vs_ar.py counts the same way)."""
     longest = run = 0
-    for line in text.split("\n")[:-1]:
+    for line in text.splitlines():
         run = run + 1 if len(line.strip()) <= 1 else 0
         longest = max(longest, run)
     return longest
 
 
-def draft(settings: DiffusionSettings) -> str:
+def draft(settings: DiffusionSettings, length: int = 24) -> str:
     backend = vocabulary_backend(newline_heavy, PIECES, MASK, EOS)
-    events = list(DiffusionSampler(backend).generate([WORD], 24, settings))
+    events = list(DiffusionSampler(backend).generate([WORD], length, settings))
     done = events[-1]
     assert isinstance(done, Done)
     return done.text
 
 
 def test_no_draft_holds_a_longer_run_whether_it_settles_one_token_a_pass_or_a_block() -> None:
-    for steps in (24, 3):  # one token a pass, or a block of 8 a pass
-        settings = DiffusionSettings(steps=steps, block_length=8, spacing=0, stop_at_eos=False)
-        text = draft(settings)
-        assert blank_run(text) == 2, (steps, text)
-        # Off by name, as the reference runs have it: the drafter's newlines settle as they come.
+    for length in (21, 22, 23, 24):  # drafts whose last line falls at each point of the pattern
+        for steps in (length, 3):  # one token a pass, or a block of 8 a pass
+            settings = DiffusionSettings(steps=steps, block_length=8, spacing=0, stop_at_eos=False)
+            text = draft(settings, length)
+            assert blank_run(text) == 2, (length, steps, text)
+    # Off by name, as the reference runs have it: the drafter's newlines settle as they come.
+    for steps in (24, 3):
         assert blank_run(draft(DiffusionSettings.reference(steps=steps, block_length=8))) > 2
