@@ -106,8 +106,8 @@ class BlankLines:
         for index in range(1, len(after)):
             visible = _visible(after[index])
             # The last line read may go on, unless the draft ends there: then it is a line if it holds anything.
-            last_line_blank = ends and visible == 1
-            if (index == len(after) - 1 and not last_line_blank) or not _blank(visible):
+            last = index == len(after) - 1
+            if not _blank(visible) or (last and not (ends and visible == 1)):
                 break
             run_after += 1
         return Around(run_before, open_before, len(after) > 1, _visible(after[0]), run_after, ends)

@@ -128,7 +128,7 @@ class DiffusionSampler:
             self._pieces = [self.backend.piece(t) for t in range(self.backend.vocab_size)]
         return self._pieces[token]
 
-    def blank_lines(self, limit: int, canvas_ends_draft: bool = True) -> BlankLines | None:
+    def blank_lines(self, limit: int, *, canvas_ends_draft: bool) -> BlankLines | None:
         """The blank-lines rule at `limit` (None: off); `canvas_ends_draft`: no text follows the canvas."""
         if limit < 1:
             return None
