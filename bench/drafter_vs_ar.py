@@ -5,8 +5,8 @@ N = 128 and 256 tokens, each drafted by both engines through the service (the en
 else as configured by default: the diffusion drafter's cache, K and rules, AR's loop controls), the two
 interleaved. Per engine: tokens per second and the ratio, the share on topic, the share of word 3-grams
 repeated, the drafts holding a run of empty or one-character lines (three in a row), the position of
-the drafts' perplexity between SmolLM2's own greedy drafts (0) and their words shuffled (1;
-bench/embedded_quality.py's measure, on the first 128 tokens), and passes per token.
+the drafts' perplexity between SmolLM2's own greedy drafts of the same length (0) and their words
+shuffled (1; bench/embedded_quality.py's measure, over the whole draft), and passes per token.
 Rewrites: paragraphs holding names and numbers (bench/data/rewrite_paragraphs.txt, written for this
 bench), each rewritten "more formal", "shorter" and "as a list" by both engines: how many of the
 selection's names and numbers the rewrite keeps.
@@ -88,6 +88,12 @@ class Tally:
         return sum(self.tokens) / sum(self.seconds) if self.seconds else 0.0
 
 
+def position(perplexities: list[float], teacher: list[float], shuffled: list[float]) -> float:
+    """Where the median log-perplexity lies between the teacher's drafts (0) and their words shuffled (1)."""
+    zero, one = (math.log(statistics.median(values)) for values in (teacher, shuffled))
+    return (math.log(statistics.median(perplexities)) - zero) / (one - zero)
+
+
 def facts(text: str) -> set[str]:
     """The names and numbers of a paragraph, as a rewrite should keep them."""
     names = {
@@ -165,7 +171,7 @@ def main() -> None:
     pairs = prompts_of("unseen", args.prompts)
     lengths = [int(n) for n in args.lengths.split(",")]
     drafts = {(n, label): Tally() for n in lengths for label in labels}
-    floor: list[float] = []
+    shuffled: dict[int, list[float]] = {n: [] for n in lengths}  # AR's drafts with their words shuffled
     rng = random.Random(0)
     for n in lengths:
         for instruction, topic_words in pairs:
@@ -175,14 +181,12 @@ def main() -> None:
                 tally.topical.append(on_topic(text, topic_words))
                 tally.repeats.append(repeated_trigrams(text))
                 tally.blank_runs.append(has_blank_run(text))
-                tally.perplexity.append(scored(scorer, ar, instruction, text)[0])
-                if label == "ar" and n == lengths[0]:
+                tally.perplexity.append(scored(scorer, ar, instruction, text, n)[0])
+                if label == "ar":
                     words = text.split()
                     rng.shuffle(words)
-                    floor.append(scored(scorer, ar, instruction, " ".join(words))[0])
-    teacher = math.log(statistics.median(drafts[lengths[0], "ar"].perplexity))
-    shuffled = math.log(statistics.median(floor))
-    print(f"\n{len(pairs)} unseen instructions; position 0: AR's drafts at N = {lengths[0]}, 1: their words shuffled")
+                    shuffled[n].append(scored(scorer, ar, instruction, " ".join(words), n)[0])
+    print(f"\n{len(pairs)} unseen instructions; position 0: AR's drafts at the same N, 1: their words shuffled")
     print(
         "| N | engine | tokens/s | x AR | on topic | repeated 3-grams | blank runs | position | passes per token "
         "| median s | router's estimate | at the length written |"
@@ -192,14 +196,14 @@ def main() -> None:
         ar_rate = drafts[n, "ar"].tokens_per_s
         for label in labels:
             tally = drafts[n, label]
-            position = (math.log(statistics.median(tally.perplexity)) - teacher) / (shuffled - teacher)
+            reads = position(tally.perplexity, drafts[n, "ar"].perplexity, shuffled[n])
             measured, estimated = statistics.median(tally.seconds), statistics.median(tally.estimated)
             errors = [e / m - 1 for e, m in zip(tally.estimated_written, tally.seconds, strict=True)]
             route_errors = [e / m - 1 for e, m in zip(tally.estimated, tally.seconds, strict=True)]
             print(
                 f"| {n} | {label} | {tally.tokens_per_s:.1f} | {tally.tokens_per_s / ar_rate:.2f} | "
                 f"{sum(tally.topical)} of {len(tally.topical)} | {statistics.mean(tally.repeats):.0%} | "
-                f"{sum(tally.blank_runs)} | {position:.2f} | {sum(tally.passes) / max(1, sum(tally.tokens)):.2f} | "
+                f"{sum(tally.blank_runs)} | {reads:.2f} | {sum(tally.passes) / max(1, sum(tally.tokens)):.2f} | "
                 f"{measured:.2f} | "
                 f"{estimated:.2f} ({estimated / measured - 1:+.0%}; median {statistics.median(route_errors):+.0%}; "
                 f"of the mean {statistics.mean(tally.estimated) / statistics.mean(tally.seconds) - 1:+.0%}) | "

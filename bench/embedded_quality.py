@@ -53,12 +53,14 @@ N = 128
 DATA = Path(__file__).resolve().parents[1] / "models" / "training" / "data" / "drafts.jsonl"
 
 
-def scored(scorer: llama_cpp.Llama, ar: LlamaAREngine, instruction: str, draft: str) -> tuple[float, float]:
-    """SmolLM2 reading `draft` as the reply to `instruction` (its chat template), each token given
-    everything before it: its perplexity, and the share of tokens where SmolLM2 is at least 90% sure
-    of its most likely next token."""
+def scored(
+    scorer: llama_cpp.Llama, ar: LlamaAREngine, instruction: str, draft: str, limit: int = N
+) -> tuple[float, float]:
+    """SmolLM2 reading `draft` (its first `limit` tokens) as the reply to `instruction` (its chat template),
+    each token given everything before it: its perplexity, and the share of tokens where SmolLM2 is at
+    least 90% sure of its most likely next token."""
     prompt = ar.chat_prompt(instruction, 1)
-    answer = scorer.tokenize(draft.encode(), add_bos=False)[:N] or [scorer.token_eos()]
+    answer = scorer.tokenize(draft.encode(), add_bos=False)[:limit] or [scorer.token_eos()]
     scorer.reset()
     scorer.eval(prompt + answer)
     logits = np.array(scorer.scores[len(prompt) - 1 : len(prompt) - 1 + len(answer)], dtype=np.float64)
