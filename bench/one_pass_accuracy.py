@@ -31,15 +31,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch
 from block_diffusion import ADAPTER, DOCUMENTS, PROMPT_TOKENS, drafter_file, row_costs
 from machine import describe_machine
+from unseen_drafts import unseen_pairs
 
-from app.storage.config import ChatSection
-from engines.ar_engine import Sampling
 from engines.diffusion.llama_backend import LlamaDiffusionBackend
 from engines.diffusion.load_settings import DiffusionLoadSettings
-from engines.events import Token
 from engines.llama_ar import LlamaAREngine, LlamaSettings
 from models.catalogue import resolve_model
 from models.training.adapt import (
+    EVAL_BATCH,
     AdaptPlan,
     add_lora,
     base_model,
@@ -49,27 +48,14 @@ from models.training.adapt import (
 )
 from models.training.data import Pair, is_held_out, load_pairs
 from models.training.one_pass import THRESHOLDS, OnePassTally, tally_one_pass
-from models.training.open_prompts import open_instructions
 
 DATA = [Path("models/training/data") / f"drafts{suffix}.jsonl" for suffix in ("", "-open", "-rewrite", "-document")]
 AIM = 1.5  # issue #29's speed aim, as a multiple of AR's tokens per second
 
 
-def unseen_pairs(ar: LlamaAREngine, count: int) -> list[Pair]:
-    """The unseen instructions (models/training/open_prompts.py) with AR's drafts of them, written as a
-    fresh install's AR drafts are (greedy, chat.no_repeat_ngram), as long as a training answer may be."""
-    sampling = Sampling(no_repeat_ngram=ChatSection().no_repeat_ngram)
-    pairs = []
-    for number, instruction in enumerate(open_instructions(count, quoted=[], held_out=True)):
-        events = ar.chat(instruction.text, max_tokens=AdaptPlan.max_answer, sampling=sampling)
-        draft = "".join(event.text for event in events if isinstance(event, Token))
-        pairs.append(Pair(number, instruction.text, draft))
-    return pairs
-
-
 def tallies(base: Path, adapter: Path, blocks: list[int], rank: int, pairs: list[Pair]) -> dict[str, OnePassTally]:
     torch.set_num_threads(2)
-    held = evaluation_batches(base, pairs, AdaptPlan.max_answer, AdaptPlan.batch)
+    held = evaluation_batches(base, pairs, AdaptPlan.max_answer, EVAL_BATCH)
     model = base_model(base).eval()
 
     def tally_all(tally: OnePassTally) -> OnePassTally:

@@ -33,15 +33,20 @@ from models.adapted import MASK_TOKEN_ID, BlockDecoding, adapter_info, read_lora
 from models.hf_checkpoint import TransformerSpec
 from models.layouts import gguf_name, hf_rope_rows
 from models.training.block_loss import block_causal_loss, one_pass_loss
-from models.training.data import Pair, distinct_instructions, is_held_out, load_pairs
+from models.training.data import Pair, distinct_instructions, is_held_out, load_pairs, read_pairs
 from models.training.model import cosine_rate, count_to_str, draw_masks
 from models.training.plot import plot_log
 from models.transformer import DiffusionTransformer
 
 ADAPTER_NAME = "sharpen-draft-lora.gguf"
-BEST_ADAPTER_NAME = "best-sharpen-draft-lora.gguf"  # the adapter at the lowest held-out loss of the run
+# The run's best adapter: at the highest one-pass accuracy on the unseen pairs where the run has them (the issue's
+# measure), else at the lowest held-out loss.
+BEST_ADAPTER_NAME = "best-sharpen-draft-lora.gguf"
 CHECKPOINT_NAME = "checkpoint.pt"
 HELD_OUT = 32  # pairs evaluated: enough to compare runs, few enough to evaluate every few minutes
+# Evaluated in batches of this many whatever the training batch, so that runs compare (a row's end-of-text
+# padding to its batch's longest row is counted) and the unseen figure is bench/one_pass_accuracy.py's.
+EVAL_BATCH = 8
 # The matrices the LoRA adapts, by Sharpen's parameter names (models/layouts.py has their GGUF names).
 ADAPTED = ("attention.q", "attention.k", "attention.v", "attention.o", "gate", "up", "down")
 
@@ -74,6 +79,9 @@ class AdaptPlan:
     device: str = "cpu"  # where the model trains ("cuda" on a GPU machine); the masks are drawn on the CPU
     # Pairs already encoded by `write_examples`, so that a machine without llama.cpp (a GPU one) can train.
     examples: Path | None = None
+    # Instructions of kinds never trained on with AR's drafts, verbatim (bench/unseen_drafts.py): their one-pass
+    # accuracy is logged at each evaluation and chooses the best adapter (block-causal runs).
+    unseen: Path | None = None
     resume: bool = False  # go on from the checkpoint in `out` (its LoRA, optimizer, schedule and log)
     init_from: Path | None = None  # start from this adapter's LoRA (same base, rank at most this), not from zero
     seed: int = 0
@@ -218,27 +226,32 @@ def held_batches(examples: list[Example], batch: int, eos: int) -> list[tuple[to
     return [collate(examples[i : i + batch], 0, eos) for i in range(0, len(examples), batch)]
 
 
+EXAMPLE_SETS = ("train", "held", "unseen")
+
+
 @dataclass(frozen=True)
 class EncodedPairs:
     train: list[Example]
     held: list[Example]
     eos: int
     base_sha256: str  # the base whose tokenizer and chat template encoded them
+    unseen: list[Example] = field(default_factory=list)  # AdaptPlan.unseen's pairs
 
 
-def encode_data(data: tuple[Path, ...], base: Path, max_answer: int) -> EncodedPairs:
+def encode_data(data: tuple[Path, ...], base: Path, max_answer: int, unseen: Path | None = None) -> EncodedPairs:
     from models.hub import sha256_of
 
     pairs = distinct_instructions([p for path in data for p in load_pairs(path)])
     train, eos = encode_pairs(base, [p for p in pairs if not is_held_out(p)], max_answer)
     held, _ = encode_pairs(base, held_out_pairs(pairs), max_answer)
-    return EncodedPairs(train, held, eos, sha256_of(base))
+    unseen_examples = encode_pairs(base, read_pairs(unseen), max_answer)[0] if unseen else []
+    return EncodedPairs(train, held, eos, sha256_of(base), unseen_examples)
 
 
 def write_examples(encoded: EncodedPairs, path: Path) -> Path:
     """The encoded pairs as plain lists (torch.save), for a machine that has torch but not llama.cpp."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    rows = {name: [(e.prompt, e.answer) for e in getattr(encoded, name)] for name in ("train", "held")}
+    rows = {name: [(e.prompt, e.answer) for e in getattr(encoded, name)] for name in EXAMPLE_SETS}
     torch.save({**rows, "eos": encoded.eos, "base_sha256": encoded.base_sha256}, path)
     return path
 
@@ -249,8 +262,8 @@ def read_examples(path: Path, base: Path) -> EncodedPairs:
     saved = torch.load(path, weights_only=True)
     if saved["base_sha256"] != sha256_of(base):
         raise ValueError(f"{path} was encoded for another base than {base}")
-    train, held = ([Example(list(p), list(a)) for p, a in saved[name]] for name in ("train", "held"))
-    return EncodedPairs(train, held, int(saved["eos"]), saved["base_sha256"])
+    train, held, unseen = ([Example(list(p), list(a)) for p, a in saved.get(name, [])] for name in EXAMPLE_SETS)
+    return EncodedPairs(train, held, int(saved["eos"]), saved["base_sha256"], unseen)
 
 
 def batches(examples: list[Example], size: int, rng: random.Random) -> list[list[Example]]:
@@ -311,15 +324,12 @@ def evaluate(
     generator = torch.Generator().manual_seed(seed + 1)
     losses, right, total = [], 0, 0
     if block_length:
-        one_pass_right, one_pass_total = 0, 0
         for tokens, answer in held:
             result = block_causal_loss(model, tokens, answer, generator, block_length)
             losses.append(result.loss.item())
             right, total = right + result.correct, total + result.counted
-            one_pass = one_pass_loss(model, tokens, answer, block_length)
-            one_pass_right, one_pass_total = one_pass_right + one_pass.correct, one_pass_total + one_pass.counted
         model.train()
-        return sum(losses) / len(losses), right / max(1, total), one_pass_right / max(1, one_pass_total)
+        return sum(losses) / len(losses), right / max(1, total), one_pass_accuracy(model, held, block_length)
     for tokens, answer in held:
         losses.append(shifted_loss(model, tokens, answer, generator).item())
         draw = draw_masks(answer, torch.Generator().manual_seed(seed + 2))
@@ -334,15 +344,31 @@ def evaluate(
     return sum(losses) / len(losses), right / max(1, total), float("nan")
 
 
+@torch.no_grad()
+def one_pass_accuracy(
+    model: DiffusionTransformer, held: list[tuple[torch.Tensor, torch.Tensor]], block_length: int
+) -> float:
+    """The share of answer tokens right with every answer block fully masked after clean blocks (what one pass
+    a block commits from); NaN without pairs."""
+    model.eval()
+    right, total = 0, 0
+    for tokens, answer in held:
+        result = one_pass_loss(model, tokens, answer, block_length)
+        right, total = right + result.correct, total + result.counted
+    model.train()
+    return right / total if total else float("nan")
+
+
 def run(plan: AdaptPlan, log: Callable[[str], object] = print) -> Path:
     torch.manual_seed(plan.seed)
     rng = random.Random(plan.seed)
     if plan.examples is not None:
         encoded = read_examples(plan.examples, plan.base)
     else:
-        encoded = encode_data(plan.data, plan.base, plan.max_answer)
+        encoded = encode_data(plan.data, plan.base, plan.max_answer, plan.unseen)
     train, eos = encoded.train, encoded.eos
-    held = held_batches(encoded.held, plan.batch, eos)
+    held = held_batches(encoded.held, EVAL_BATCH, eos)
+    unseen = held_batches(encoded.unseen, EVAL_BATCH, eos)
     model = base_model(plan.base)
     wrapped = add_lora(model, plan.rank, plan.alpha)
     model.to(plan.device)
@@ -350,14 +376,26 @@ def run(plan: AdaptPlan, log: Callable[[str], object] = print) -> Path:
     eval_block = plan.block_lengths[0] if plan.block_lengths else 0
     attention = f"block-causal, blocks of {'/'.join(map(str, plan.block_lengths))}" if eval_block else "bidirectional"
     held_count = sum(len(tokens) for tokens, _ in held)
+    choose_by_unseen = bool(unseen) and bool(eval_block)
     log(
-        f"{len(train)} training pairs, {held_count} held out; LoRA rank {plan.rank} on {len(wrapped)} "
-        f"matrices: {count_to_str(sum(p.numel() for p in trainable))} trainable parameters; {attention}"
+        f"{len(train)} training pairs, {held_count} held out, {len(encoded.unseen)} unseen; LoRA rank {plan.rank} "
+        f"on {len(wrapped)} matrices: {count_to_str(sum(p.numel() for p in trainable))} trainable parameters; "
+        f"{attention}; the best adapter by "
+        + ("its one-pass accuracy on the unseen pairs" if choose_by_unseen else "its held-out loss")
     )
+
+    def unseen_accuracy() -> float:
+        return one_pass_accuracy(model, unseen, eval_block) if choose_by_unseen else float("nan")
+
+    def score(row: dict[str, float]) -> tuple[float, float]:  # lower is better; ties go to the held-out loss
+        unseen_right = row.get("unseen_one_pass_accuracy", math.nan) if choose_by_unseen else 0.0
+        return -unseen_right, row["heldout_loss"]
+
     optimizer = torch.optim.AdamW(trainable, lr=plan.peak_lr, betas=(0.9, 0.99), weight_decay=0.0)
     generator = torch.Generator().manual_seed(plan.seed)
     plan.out.mkdir(parents=True, exist_ok=True)
     progress = Progress()
+    autocast = torch.autocast(torch.device(plan.device).type, dtype=torch.bfloat16, enabled=plan.bf16)
     if plan.init_from is not None and not plan.resume:
         load_adapter(wrapped, plan.init_from, plan.base)
         log(f"starting from the LoRA of {plan.init_from}")
@@ -367,16 +405,21 @@ def run(plan: AdaptPlan, log: Callable[[str], object] = print) -> Path:
             progress.planned = max(progress.step + 1, int(plan.minutes * progress.step / progress.minutes))
         log(f"resumed at step {progress.step} ({progress.minutes:.1f} min trained)")
     else:
-        loss0, accuracy0, one_pass0 = evaluate(model, held, plan.seed, eval_block)
-        log(f"before training: held-out {loss0:.3f}, accuracy {accuracy0:.1%}, one pass a block {one_pass0:.1%}")
-        progress.rows.append(log_row(0, 0, float("nan"), loss0, accuracy0, one_pass0, 0.0))
+        with autocast:  # as every later evaluation, so that the start compares with them
+            loss0, accuracy0, one_pass0 = evaluate(model, held, plan.seed, eval_block)
+            unseen0 = unseen_accuracy()
+        log(
+            f"before training: held-out {loss0:.3f}, accuracy {accuracy0:.1%}, one pass a block {one_pass0:.1%}"
+            f", unseen {unseen0:.1%}"
+        )
+        progress.rows.append(log_row(0, 0, float("nan"), loss0, accuracy0, one_pass0, unseen0, 0.0))
     started = time.perf_counter() - progress.minutes * 60
-    best_heldout = min((row["heldout_loss"] for row in progress.rows), default=float("inf"))
+    # A row logged before the run had unseen pairs (NaN) is never the best.
+    best = min((score(row) for row in progress.rows if not math.isnan(score(row)[0])), default=(math.inf, math.inf))
     budget_s = plan.minutes * 60
     if plan.max_steps is not None:
         progress.planned = plan.max_steps
     queue: list[list[Example]] = []
-    autocast = torch.autocast(torch.device(plan.device).type, dtype=torch.bfloat16, enabled=plan.bf16)
     first_step, timed_from = progress.step, 0.0
     while True:
         elapsed = time.perf_counter() - started
@@ -413,45 +456,59 @@ def run(plan: AdaptPlan, log: Callable[[str], object] = print) -> Path:
         if progress.step % plan.eval_every == 0:
             with autocast:
                 heldout, accuracy, one_pass = evaluate(model, held, plan.seed, eval_block)
+                unseen_one_pass = unseen_accuracy()
             progress.minutes = (time.perf_counter() - started) / 60
-            progress.rows.append(
-                log_row(
-                    progress.step,
-                    progress.tokens_seen,
-                    progress.train_loss,
-                    heldout,
-                    accuracy,
-                    one_pass,
-                    progress.minutes,
-                )
+            row = log_row(
+                progress.step,
+                progress.tokens_seen,
+                progress.train_loss,
+                heldout,
+                accuracy,
+                one_pass,
+                unseen_one_pass,
+                progress.minutes,
             )
+            progress.rows.append(row)
             log(
                 f"step {progress.step:5d}  {progress.minutes:5.1f} min  tokens {count_to_str(progress.tokens_seen):>6}"
                 f"  train {progress.train_loss:.3f}  held-out {heldout:.3f}  accuracy {accuracy:.1%}"
-                f"  one pass {one_pass:.1%}"
+                f"  one pass {one_pass:.1%}  unseen {unseen_one_pass:.1%}"
             )
-            best_heldout = keep_if_best(save(plan, wrapped, progress, optimizer, generator), heldout, best_heldout)
-    with autocast:
-        heldout, accuracy, one_pass = evaluate(model, held, plan.seed, eval_block)
-    progress.minutes = (time.perf_counter() - started) / 60
-    if progress.rows[-1]["step"] == progress.step:  # the last step was just evaluated: keep one row for it
-        progress.rows.pop()
-    progress.rows.append(
-        log_row(progress.step, progress.tokens_seen, progress.train_loss, heldout, accuracy, one_pass, progress.minutes)
+            best = keep_if_best(save(plan, wrapped, progress, optimizer, generator), score(row), best)
+    if progress.rows[-1]["step"] == progress.step:  # the last step was just evaluated
+        row = progress.rows[-1]
+    else:
+        with autocast:
+            heldout, accuracy, one_pass = evaluate(model, held, plan.seed, eval_block)
+            unseen_one_pass = unseen_accuracy()
+        progress.minutes = (time.perf_counter() - started) / 60
+        row = log_row(
+            progress.step,
+            progress.tokens_seen,
+            progress.train_loss,
+            heldout,
+            accuracy,
+            one_pass,
+            unseen_one_pass,
+            progress.minutes,
+        )
+        progress.rows.append(row)
+    log(
+        f"done: {progress.step} steps, held-out {row['heldout_loss']:.3f}, accuracy {row['accuracy']:.1%}, "
+        f"one pass {row['one_pass_accuracy']:.1%}, unseen {row['unseen_one_pass_accuracy']:.1%}"
     )
-    log(f"done: {progress.step} steps, held-out {heldout:.3f}, accuracy {accuracy:.1%}, one pass {one_pass:.1%}")
     adapter = save(plan, wrapped, progress, optimizer, generator)
-    keep_if_best(adapter, heldout, best_heldout)
+    keep_if_best(adapter, score(row), best)
     return adapter
 
 
-def keep_if_best(adapter: Path, heldout: float, best: float) -> float:
-    """Copy the adapter just written to BEST_ADAPTER_NAME beside it if its held-out loss is the run's lowest;
-    the lowest loss so far."""
-    if heldout >= best:
+def keep_if_best(adapter: Path, score: tuple[float, float], best: tuple[float, float]) -> tuple[float, float]:
+    """Copy the adapter just written to BEST_ADAPTER_NAME beside it if its score (lower is better) is the run's
+    best; the best score so far."""
+    if not score < best:
         return best
     shutil.copyfile(adapter, adapter.parent / BEST_ADAPTER_NAME)
-    return heldout
+    return score
 
 
 @dataclass
@@ -486,6 +543,7 @@ def log_row(
     heldout: float,
     accuracy: float,
     one_pass_accuracy: float,
+    unseen_one_pass_accuracy: float,
     minutes: float,
 ) -> dict[str, float]:
     return {
@@ -495,6 +553,7 @@ def log_row(
         "heldout_loss": heldout,
         "accuracy": accuracy,
         "one_pass_accuracy": one_pass_accuracy,
+        "unseen_one_pass_accuracy": unseen_one_pass_accuracy,
         "minutes": minutes,
     }
 
@@ -573,6 +632,12 @@ def main() -> None:
     parser.add_argument(
         "--write-examples", type=Path, default=None, help="encode --data for --examples into this file, and stop"
     )
+    parser.add_argument(
+        "--unseen",
+        type=Path,
+        default=None,
+        help="AR's drafts of unseen instructions (bench/unseen_drafts.py): scored each evaluation; choose the best",
+    )
     parser.add_argument("--resume", action="store_true", help="go on from the checkpoint in --out")
     parser.add_argument(
         "--init-from", type=Path, default=None, help="start from this adapter's LoRA (the same rank or a lower one)"
@@ -582,8 +647,11 @@ def main() -> None:
     args = parser.parse_args()
     base = args.base or embedded_file(builtin_catalogue()["smollm2-135m-instruct"].source)
     if args.write_examples is not None:
-        encoded = encode_data(tuple(args.data), base, AdaptPlan.max_answer)
-        print(f"{len(encoded.train)} training and {len(encoded.held)} held-out pairs: ", end="")
+        encoded = encode_data(tuple(args.data), base, AdaptPlan.max_answer, args.unseen)
+        print(
+            f"{len(encoded.train)} training, {len(encoded.held)} held-out and {len(encoded.unseen)} unseen pairs: ",
+            end="",
+        )
         print(write_examples(encoded, args.write_examples))
         return
     plan = AdaptPlan(
@@ -601,6 +669,7 @@ def main() -> None:
         bf16=args.bf16,
         device=args.device,
         examples=args.examples,
+        unseen=args.unseen,
         resume=args.resume,
         init_from=args.init_from,
         batch=args.batch,

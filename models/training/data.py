@@ -115,6 +115,13 @@ def load_pairs(path: Path) -> list[Pair]:
     return pairs
 
 
+def read_pairs(path: Path) -> list[Pair]:
+    """A file's pairs as written, neither cleaned nor filtered: AR's drafts of unseen instructions, the text a
+    drafter is scored against (bench/unseen_drafts.py), not taught."""
+    records = (json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+    return [Pair(int(record["id"]), record["text"], record["draft"]) for record in records]
+
+
 def distinct_instructions(pairs: list[Pair]) -> list[Pair]:
     """The first pair of each instruction: sets written with other seeds draw some instructions again, and
     a second copy would be learned twice, or learned while its first copy is held out."""

@@ -1,0 +1,253 @@
+"""A training run carried to a GPU machine and its adapter carried back, within what one device call carries.
+
+A call sends the working tree and at most 64 MiB in all (the tracked tree alone is about 46 MiB), and the base
+GGUF is 98 MB; a file that comes back may be 16 MiB, and an adapter is 19.6 MB. So a file travels in parts
+with a manifest (its size and sha256, each part's too): the base one part a call, each stashed on the machine
+(its disk stays while the machine is held between calls) until all are there, and the adapter back in two.
+A file is joined only when every part is there and the whole matches its sha256. Standard library only: it
+runs on the GPU machine before anything is installed there.
+
+    here:   .venv/bin/python -m models.training.gpu_payload prepare --base BASE.gguf --file examples.pt ...
+    there:  python3 -m models.training.gpu_payload stash .device-train --into /var/tmp/sharpen-payload
+    there:  python3 -m models.training.gpu_payload pick RUN_DIR... --out "$OUT"
+    here:   .venv/bin/python -m models.training.gpu_payload join FILES_AT/NAME.manifest.json --out NAME
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import json
+import math
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+MiB = 1 << 20
+CALL_BYTES = 64 * MiB  # what one device call carries: the working tree and the carried paths together
+RETURN_FILE_BYTES = 16 * MiB  # the largest file that comes back from a call
+MARGIN = MiB  # for what the tree gains between preparing and calling (a log, a note)
+MANIFEST = ".manifest.json"
+ADAPTER = "best-sharpen-draft-lora.gguf"  # models/training/adapt.py's BEST_ADAPTER_NAME
+
+
+class MissingParts(Exception):
+    def __init__(self, name: str, missing: list[str], total: int) -> None:
+        numbers = ", ".join(part.rsplit("-", 1)[-1] for part in missing)
+        super().__init__(f"{name}: {len(missing)} of its {total} parts not here yet ({numbers})")
+        self.missing = missing
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(MiB), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def split(path: Path, out_dir: Path, part_bytes: int, first_part_bytes: int | None = None) -> Path:
+    """Write PATH's parts (NAME.part-01, ...) and its manifest (NAME.manifest.json) into OUT_DIR; the manifest."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    parts: list[dict[str, object]] = []
+    with path.open("rb") as handle:
+        size = first_part_bytes or part_bytes
+        while chunk := handle.read(size):
+            part = out_dir / f"{path.name}.part-{len(parts) + 1:02d}"
+            part.write_bytes(chunk)
+            parts.append({"file": part.name, "bytes": len(chunk), "sha256": hashlib.sha256(chunk).hexdigest()})
+            size = part_bytes
+    manifest = out_dir / f"{path.name}{MANIFEST}"
+    record = {"name": path.name, "bytes": path.stat().st_size, "sha256": sha256_file(path), "parts": parts}
+    manifest.write_text(json.dumps(record, indent=1))
+    return manifest
+
+
+def join(manifest: Path, out: Path) -> Path:
+    """The file MANIFEST describes, from the parts beside it, checked part by part and whole."""
+    record = json.loads(manifest.read_text())
+    here = manifest.parent
+    missing = [p["file"] for p in record["parts"] if not _part_ok(here / p["file"], p)]
+    if missing:
+        raise MissingParts(record["name"], missing, len(record["parts"]))
+    partial = out.with_name(out.name + ".partial")
+    with partial.open("wb") as handle:
+        for part in record["parts"]:
+            with (here / part["file"]).open("rb") as source:
+                shutil.copyfileobj(source, handle)
+    if sha256_file(partial) != record["sha256"]:
+        partial.unlink()
+        raise ValueError(f"{record['name']}: the joined parts do not match its sha256")
+    partial.replace(out)
+    return out
+
+
+def _part_ok(path: Path, part: dict[str, object]) -> bool:
+    return path.is_file() and path.stat().st_size == part["bytes"] and sha256_file(path) == part["sha256"]
+
+
+def stash(carried: Path, into: Path) -> list[Path]:
+    """Copy every file under CARRIED (what this call brought) into INTO, flat; the files copied."""
+    into.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for path in sorted(p for p in carried.rglob("*") if p.is_file()) if carried.is_dir() else []:
+        target = into / path.name
+        if not (target.is_file() and target.stat().st_size == path.stat().st_size):
+            shutil.copyfile(path, target)
+            copied.append(target)
+    return copied
+
+
+def join_all(into: Path) -> list[str]:
+    """Join every file in INTO whose manifest is there and which is not joined yet; lines saying where each
+    stands (joined, or which parts it still needs)."""
+    lines = []
+    for manifest in sorted(into.glob(f"*{MANIFEST}")):
+        record = json.loads(manifest.read_text())
+        target = into / record["name"]
+        if target.is_file() and sha256_file(target) == record["sha256"]:
+            lines.append(f"{record['name']}: here")
+            continue
+        try:
+            join(manifest, target)
+            lines.append(f"{record['name']}: joined from {len(record['parts'])} parts")
+        except MissingParts as error:
+            lines.append(f"missing: {error}")
+    return lines
+
+
+def travelling_bytes(repo: Path) -> int:
+    """What a device call sends without any carried path: tracked files and untracked ones git does not ignore."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=repo,
+        capture_output=True,
+        check=True,
+    ).stdout
+    paths = {repo / name.decode() for name in listed.split(b"\0") if name}
+    return sum(path.stat().st_size for path in paths if path.is_file())
+
+
+def prepare(repo: Path, base: Path, files: list[Path], out: Path, call_bytes: int = CALL_BYTES) -> list[Path]:
+    """Lay out OUT/call-01, call-02, ... (OUT ignored by git, so that only the call's own folder travels): each
+    fits one call beside the tree; FILES go with the first, the base's parts fill the rest. The call folders."""
+    out.mkdir(parents=True, exist_ok=True)  # a folder pattern ("/.device-train/") matches folders only
+    ignored = subprocess.run(["git", "check-ignore", "-q", str(out.resolve())], cwd=repo, check=False)
+    if ignored.returncode != 0:
+        raise ValueError(
+            f"{out} is not ignored by git, so every call would carry all of it: add it to .git/info/exclude"
+        )
+    if out.exists():
+        shutil.rmtree(out)
+    room = call_bytes - travelling_bytes(repo) - MARGIN
+    extras = sum(path.stat().st_size for path in files)
+    if room - extras < MiB:
+        raise ValueError(f"no room in a call: the tree leaves {room / MiB:.1f} MiB, the files take {extras / MiB:.1f}")
+    staging = out / "parts"
+    manifest = split(base, staging, room, first_part_bytes=room - extras - MiB)  # the manifest's own few KB
+    record = json.loads(manifest.read_text())
+    calls = []
+    for number, part in enumerate(record["parts"], start=1):
+        call = out / f"call-{number:02d}"
+        call.mkdir(parents=True)
+        (staging / part["file"]).rename(call / part["file"])
+        calls.append(call)
+    for path in [*files, manifest]:
+        shutil.copyfile(path, calls[0] / path.name)
+    shutil.rmtree(staging)
+    return calls
+
+
+@dataclass(frozen=True)
+class RunBest:
+    run: Path
+    step: int
+    unseen_one_pass: float
+    heldout_loss: float
+
+
+def run_best(run: Path) -> RunBest | None:
+    """A training run's best logged row, as models/training/adapt.py chooses it: the highest one-pass accuracy
+    on the unseen pairs where logged, ties to the lowest held-out loss; None for a run that logged no
+    evaluation after its start."""
+    log = run / "training_log.csv"
+    rows = [
+        RunBest(run, int(r["step"]), float(r.get("unseen_one_pass_accuracy") or "nan"), float(r["heldout_loss"]))
+        for r in (csv.DictReader(log.open()) if log.is_file() else [])
+    ]
+    trained = [row for row in rows if row.step > 0]
+    return min(trained, key=_rank) if trained else None
+
+
+def _rank(best: RunBest) -> tuple[float, float]:
+    return (0.0 if math.isnan(best.unseen_one_pass) else -best.unseen_one_pass), best.heldout_loss
+
+
+def pick(runs: list[Path], out: Path) -> list[str]:
+    """Into OUT, what comes back from the GPU machine: every run's log (NAME.csv), and the best run's best
+    adapter in parts with its manifest; lines saying which run won and why."""
+    out.mkdir(parents=True, exist_ok=True)
+    lines, bests = [], []
+    for run in runs:
+        if (run / "training_log.csv").is_file():
+            shutil.copyfile(run / "training_log.csv", out / f"{run.name}.csv")
+        best = run_best(run)
+        if best is None or not (run / ADAPTER).is_file():
+            lines.append(f"{run.name}: no adapter better than its start")
+            continue
+        bests.append(best)
+        lines.append(
+            f"{run.name}: best at step {best.step}, unseen one-pass {best.unseen_one_pass:.1%}, "
+            f"held-out {best.heldout_loss:.3f}"
+        )
+    if bests:
+        winner = min(bests, key=_rank)
+        split(winner.run / ADAPTER, out, RETURN_FILE_BYTES - MiB)
+        lines.append(f"brought back: {winner.run.name}'s {ADAPTER}")
+    (out / "summary.txt").write_text("\n".join(lines) + "\n")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    verbs = parser.add_subparsers(dest="verb", required=True)
+    prepare_verb = verbs.add_parser("prepare", help="here: lay out the calls (OUT/call-01, ...)")
+    prepare_verb.add_argument("--base", type=Path, required=True)
+    prepare_verb.add_argument("--file", type=Path, action="append", default=[], help="goes with the first call")
+    prepare_verb.add_argument("--out", type=Path, default=Path(".device-train"))
+    stash_verb = verbs.add_parser("stash", help="there: keep what this call carried, join what is complete")
+    stash_verb.add_argument("carried", type=Path)
+    stash_verb.add_argument("--into", type=Path, required=True)
+    pick_verb = verbs.add_parser("pick", help="there: every run's log and the best run's adapter, in parts")
+    pick_verb.add_argument("runs", type=Path, nargs="+")
+    pick_verb.add_argument("--out", type=Path, required=True)
+    join_verb = verbs.add_parser("join", help="here: a file from the parts a call brought back")
+    join_verb.add_argument("manifest", type=Path)
+    join_verb.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    try:
+        if args.verb == "prepare":
+            calls = prepare(Path.cwd(), args.base, args.file, args.out)
+            for call in calls:
+                size = sum(p.stat().st_size for p in call.iterdir())
+                print(f"{call}: {size / MiB:.1f} MiB ({', '.join(sorted(p.name for p in call.iterdir()))})")
+        elif args.verb == "stash":
+            stash(args.carried, args.into)
+            lines = join_all(args.into)
+            print("\n".join(lines))
+            if any(line.startswith("missing") for line in lines) or not lines:
+                sys.exit(3)
+        elif args.verb == "pick":
+            print("\n".join(pick(args.runs, args.out)))
+        else:
+            print(join(args.manifest, args.out))
+    except (OSError, ValueError, MissingParts) as error:
+        print(f"sharpen: error: {error}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
