@@ -414,6 +414,26 @@ def run(plan: AdaptPlan, log: Callable[[str], object] = print) -> Path:
         )
         progress.rows.append(log_row(0, 0, float("nan"), loss0, accuracy0, one_pass0, unseen0, 0.0))
     started = time.perf_counter() - progress.minutes * 60
+
+    def evaluated() -> dict[str, float]:
+        """Evaluate the model as it is now; the log's new row."""
+        with autocast:
+            heldout, accuracy, one_pass = evaluate(model, held, plan.seed, eval_block)
+            unseen_one_pass = unseen_accuracy()
+        progress.minutes = (time.perf_counter() - started) / 60
+        row = log_row(
+            progress.step,
+            progress.tokens_seen,
+            progress.train_loss,
+            heldout,
+            accuracy,
+            one_pass,
+            unseen_one_pass,
+            progress.minutes,
+        )
+        progress.rows.append(row)
+        return row
+
     # A row logged before the run had unseen pairs (NaN) is never the best.
     best = min((score(row) for row in progress.rows if not math.isnan(score(row)[0])), default=(math.inf, math.inf))
     budget_s = plan.minutes * 60
@@ -454,48 +474,17 @@ def run(plan: AdaptPlan, log: Callable[[str], object] = print) -> Path:
         train_loss = progress.train_loss
         progress.train_loss = loss.item() if train_loss != train_loss else 0.95 * train_loss + 0.05 * loss.item()
         if progress.step % plan.eval_every == 0:
-            with autocast:
-                heldout, accuracy, one_pass = evaluate(model, held, plan.seed, eval_block)
-                unseen_one_pass = unseen_accuracy()
-            progress.minutes = (time.perf_counter() - started) / 60
-            row = log_row(
-                progress.step,
-                progress.tokens_seen,
-                progress.train_loss,
-                heldout,
-                accuracy,
-                one_pass,
-                unseen_one_pass,
-                progress.minutes,
-            )
-            progress.rows.append(row)
+            row = evaluated()
             log(
                 f"step {progress.step:5d}  {progress.minutes:5.1f} min  tokens {count_to_str(progress.tokens_seen):>6}"
-                f"  train {progress.train_loss:.3f}  held-out {heldout:.3f}  accuracy {accuracy:.1%}"
-                f"  one pass {one_pass:.1%}  unseen {unseen_one_pass:.1%}"
+                f"  train {progress.train_loss:.3f}  held-out {row['heldout_loss']:.3f}  accuracy {row['accuracy']:.1%}"
+                f"  one pass {row['one_pass_accuracy']:.1%}  unseen {row['unseen_one_pass_accuracy']:.1%}"
             )
             best = keep_if_best(save(plan, wrapped, progress, optimizer, generator), score(row), best)
-    if progress.rows[-1]["step"] == progress.step:  # the last step was just evaluated
-        row = progress.rows[-1]
-    else:
-        with autocast:
-            heldout, accuracy, one_pass = evaluate(model, held, plan.seed, eval_block)
-            unseen_one_pass = unseen_accuracy()
-        progress.minutes = (time.perf_counter() - started) / 60
-        row = log_row(
-            progress.step,
-            progress.tokens_seen,
-            progress.train_loss,
-            heldout,
-            accuracy,
-            one_pass,
-            unseen_one_pass,
-            progress.minutes,
-        )
-        progress.rows.append(row)
-    log(
+    row = progress.rows[-1] if progress.rows[-1]["step"] == progress.step else evaluated()
+    log(  # a row of a run resumed from before a column existed lacks it
         f"done: {progress.step} steps, held-out {row['heldout_loss']:.3f}, accuracy {row['accuracy']:.1%}, "
-        f"one pass {row['one_pass_accuracy']:.1%}, unseen {row['unseen_one_pass_accuracy']:.1%}"
+        f"one pass {row['one_pass_accuracy']:.1%}, unseen {row.get('unseen_one_pass_accuracy', math.nan):.1%}"
     )
     adapter = save(plan, wrapped, progress, optimizer, generator)
     keep_if_best(adapter, score(row), best)

@@ -4,8 +4,9 @@ A call sends the working tree and at most 64 MiB in all (the tracked tree alone 
 GGUF is 98 MB; a file that comes back may be 16 MiB, and an adapter is 19.6 MB. So a file travels in parts
 with a manifest (its size and sha256, each part's too): the base one part a call, each stashed on the machine
 (its disk stays while the machine is held between calls) until all are there, and the adapter back in two.
-A file is joined only when every part is there and the whole matches its sha256. Standard library only: it
-runs on the GPU machine before anything is installed there.
+Every call also brings the trip (which files each call brings, with their sha256), so a machine that went back
+between calls names the calls to carry again. A file is joined only when every call's files are there and it
+matches its sha256. Standard library only: it runs on the GPU machine before anything is installed there.
 
     here:   .venv/bin/python -m models.training.gpu_payload prepare --base BASE.gguf --file examples.pt ...
     there:  python3 -m models.training.gpu_payload stash .device-train --into /var/tmp/sharpen-payload
@@ -29,8 +30,10 @@ from pathlib import Path
 MiB = 1 << 20
 CALL_BYTES = 64 * MiB  # what one device call carries: the working tree and the carried paths together
 RETURN_FILE_BYTES = 16 * MiB  # the largest file that comes back from a call
+RETURN_FILES, RETURN_BYTES = 8, 64 * MiB  # and how many, how much in all
 MARGIN = MiB  # for what the tree gains between preparing and calling (a log, a note)
 MANIFEST = ".manifest.json"
+TRIP = "trip.json"  # which files each call brings, with their sha256
 ADAPTER = "best-sharpen-draft-lora.gguf"  # models/training/adapt.py's BEST_ADAPTER_NAME
 
 
@@ -54,7 +57,7 @@ def split(path: Path, out_dir: Path, part_bytes: int, first_part_bytes: int | No
     out_dir.mkdir(parents=True, exist_ok=True)
     parts: list[dict[str, object]] = []
     with path.open("rb") as handle:
-        size = first_part_bytes or part_bytes
+        size = part_bytes if first_part_bytes is None else first_part_bytes
         while chunk := handle.read(size):
             part = out_dir / f"{path.name}.part-{len(parts) + 1:02d}"
             part.write_bytes(chunk)
@@ -73,6 +76,7 @@ def join(manifest: Path, out: Path) -> Path:
     missing = [p["file"] for p in record["parts"] if not _part_ok(here / p["file"], p)]
     if missing:
         raise MissingParts(record["name"], missing, len(record["parts"]))
+    out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_name(out.name + ".partial")
     with partial.open("wb") as handle:
         for part in record["parts"]:
@@ -89,34 +93,42 @@ def _part_ok(path: Path, part: dict[str, object]) -> bool:
     return path.is_file() and path.stat().st_size == part["bytes"] and sha256_file(path) == part["sha256"]
 
 
-def stash(carried: Path, into: Path) -> list[Path]:
-    """Copy every file under CARRIED (what this call brought) into INTO, flat; the files copied."""
+def stash(carried: Path, into: Path) -> None:
+    """Copy every file under CARRIED (what this call brought) into INTO, flat, over any copy already there."""
     into.mkdir(parents=True, exist_ok=True)
-    copied = []
     for path in sorted(p for p in carried.rglob("*") if p.is_file()) if carried.is_dir() else []:
-        target = into / path.name
-        if not (target.is_file() and target.stat().st_size == path.stat().st_size):
-            shutil.copyfile(path, target)
-            copied.append(target)
-    return copied
+        shutil.copyfile(path, into / path.name)
 
 
-def join_all(into: Path) -> list[str]:
-    """Join every file in INTO whose manifest is there and which is not joined yet; lines saying where each
-    stands (joined, or which parts it still needs)."""
+def still_to_carry(into: Path) -> list[str]:
+    """The call folders (by the trip every call brings) whose files are not all in INTO, whole."""
+    if not (into / TRIP).is_file():
+        raise ValueError(f"no trip here: carry one of the call folders that `prepare` laid out (none has {TRIP})")
+    calls: dict[str, dict[str, str]] = json.loads((into / TRIP).read_text())["calls"]
+    return [
+        call
+        for call, files in calls.items()
+        if not all((into / name).is_file() and sha256_file(into / name) == sha for name, sha in files.items())
+    ]
+
+
+def arrive(carried: Path, into: Path) -> tuple[list[str], bool]:
+    """Keep what this call brought; once every call's files are there, join the files that travelled in parts.
+    Lines saying where the trip stands, and whether it is complete."""
+    stash(carried, into)
+    missing = still_to_carry(into)
+    if missing:
+        return [f"still to carry, one call each: {', '.join(missing)}"], False
     lines = []
     for manifest in sorted(into.glob(f"*{MANIFEST}")):
         record = json.loads(manifest.read_text())
         target = into / record["name"]
         if target.is_file() and sha256_file(target) == record["sha256"]:
             lines.append(f"{record['name']}: here")
-            continue
-        try:
+        else:
             join(manifest, target)
             lines.append(f"{record['name']}: joined from {len(record['parts'])} parts")
-        except MissingParts as error:
-            lines.append(f"missing: {error}")
-    return lines
+    return lines, True
 
 
 def travelling_bytes(repo: Path) -> int:
@@ -147,7 +159,8 @@ def prepare(repo: Path, base: Path, files: list[Path], out: Path, call_bytes: in
     if room - extras < MiB:
         raise ValueError(f"no room in a call: the tree leaves {room / MiB:.1f} MiB, the files take {extras / MiB:.1f}")
     staging = out / "parts"
-    manifest = split(base, staging, room, first_part_bytes=room - extras - MiB)  # the manifest's own few KB
+    beside = 64 << 10  # what every call also brings: the trip and the manifest, a few KB each
+    manifest = split(base, staging, room - beside, first_part_bytes=room - extras - beside)
     record = json.loads(manifest.read_text())
     calls = []
     for number, part in enumerate(record["parts"], start=1):
@@ -155,8 +168,12 @@ def prepare(repo: Path, base: Path, files: list[Path], out: Path, call_bytes: in
         call.mkdir(parents=True)
         (staging / part["file"]).rename(call / part["file"])
         calls.append(call)
-    for path in [*files, manifest]:
+    for path in files:
         shutil.copyfile(path, calls[0] / path.name)
+    trip = {"calls": {call.name: {p.name: sha256_file(p) for p in sorted(call.iterdir())} for call in calls}}
+    for call in calls:  # every call brings the trip and the manifest: a machine that went back says what it lacks
+        (call / TRIP).write_text(json.dumps(trip, indent=1))
+        shutil.copyfile(manifest, call / manifest.name)
     shutil.rmtree(staging)
     return calls
 
@@ -182,8 +199,9 @@ def run_best(run: Path) -> RunBest | None:
     return min(trained, key=_rank) if trained else None
 
 
-def _rank(best: RunBest) -> tuple[float, float]:
-    return (0.0 if math.isnan(best.unseen_one_pass) else -best.unseen_one_pass), best.heldout_loss
+def _rank(best: RunBest) -> tuple[float, float]:  # lower is better; a figure not logged (NaN) ranks last
+    unseen, heldout = -best.unseen_one_pass, best.heldout_loss
+    return (math.inf if math.isnan(unseen) else unseen), (math.inf if math.isnan(heldout) else heldout)
 
 
 def pick(runs: list[Path], out: Path) -> list[str]:
@@ -205,6 +223,13 @@ def pick(runs: list[Path], out: Path) -> list[str]:
         )
     if bests:
         winner = min(bests, key=_rank)
+        adapter_bytes = (winner.run / ADAPTER).stat().st_size
+        files = len(runs) + 2 + math.ceil(adapter_bytes / (RETURN_FILE_BYTES - MiB))  # + summary and manifest
+        if files > RETURN_FILES or adapter_bytes > RETURN_BYTES - MiB:
+            raise ValueError(
+                f"{winner.run.name}'s adapter ({adapter_bytes / MiB:.1f} MiB) and the logs would come back as {files} "
+                f"files: a call brings back at most {RETURN_FILES}, {RETURN_BYTES // MiB} MiB in all"
+            )
         split(winner.run / ADAPTER, out, RETURN_FILE_BYTES - MiB)
         lines.append(f"brought back: {winner.run.name}'s {ADAPTER}")
     (out / "summary.txt").write_text("\n".join(lines) + "\n")
@@ -218,7 +243,7 @@ def main() -> None:
     prepare_verb.add_argument("--base", type=Path, required=True)
     prepare_verb.add_argument("--file", type=Path, action="append", default=[], help="goes with the first call")
     prepare_verb.add_argument("--out", type=Path, default=Path(".device-train"))
-    stash_verb = verbs.add_parser("stash", help="there: keep what this call carried, join what is complete")
+    stash_verb = verbs.add_parser("stash", help="there: keep what this call carried; when all is here, join it")
     stash_verb.add_argument("carried", type=Path)
     stash_verb.add_argument("--into", type=Path, required=True)
     pick_verb = verbs.add_parser("pick", help="there: every run's log and the best run's adapter, in parts")
@@ -235,10 +260,9 @@ def main() -> None:
                 size = sum(p.stat().st_size for p in call.iterdir())
                 print(f"{call}: {size / MiB:.1f} MiB ({', '.join(sorted(p.name for p in call.iterdir()))})")
         elif args.verb == "stash":
-            stash(args.carried, args.into)
-            lines = join_all(args.into)
+            lines, complete = arrive(args.carried, args.into)
             print("\n".join(lines))
-            if any(line.startswith("missing") for line in lines) or not lines:
+            if not complete:
                 sys.exit(3)
         elif args.verb == "pick":
             print("\n".join(pick(args.runs, args.out)))

@@ -16,7 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from models.training.gpu_payload import MissingParts, join, join_all, prepare, split, stash, travelling_bytes
+from models.training.gpu_payload import (
+    MARGIN,
+    RETURN_FILE_BYTES,
+    MissingParts,
+    arrive,
+    join,
+    pick,
+    prepare,
+    split,
+    travelling_bytes,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 MiB = 1 << 20
@@ -67,23 +77,61 @@ def test_each_call_fits_beside_the_tree_and_the_base_is_whole_after_the_last(tmp
     assert all(tree + size <= call_bytes for size in sizes)
     assert len(calls) == 3 and (calls[0] / "examples.pt").is_file()
 
-    machine = tmp_path / "stash"
+    machine = tmp_path / "machine"
     for number, call in enumerate(calls, start=1):
-        stash(call, machine)
-        lines = join_all(machine)
-        if number < len(calls):
-            still = ", ".join(f"{n:02d}" for n in range(number + 1, len(calls) + 1))
-            assert lines == [f"missing: base.gguf: {len(calls) - number} of its 3 parts not here yet ({still})"]
+        lines, complete = arrive(call, machine)
+        assert complete == (number == len(calls))
+        if not complete:
+            assert lines == ["still to carry, one call each: " + ", ".join(c.name for c in calls[number:])]
     assert lines == ["base.gguf: joined from 3 parts"]
     assert (machine / "base.gguf").read_bytes() == base.read_bytes()
     assert (machine / "examples.pt").read_bytes() == examples.read_bytes()
-    assert join_all(machine) == ["base.gguf: here"]
+    assert arrive(calls[-1], machine) == (["base.gguf: here"], True)
+
+    # A machine that went back between calls: any call's trip names what the new one lacks, and a part that
+    # arrived damaged is replaced when its call is carried again.
+    fresh = tmp_path / "fresh"
+    assert arrive(calls[1], fresh) == (["still to carry, one call each: call-01, call-03"], False)
+    arrive(calls[0], fresh)
+    damaged = bytearray((fresh / "base.gguf.part-01").read_bytes())
+    damaged[0] ^= 1
+    (fresh / "base.gguf.part-01").write_bytes(bytes(damaged))
+    assert arrive(calls[2], fresh) == (["still to carry, one call each: call-01"], False)
+    assert arrive(calls[0], fresh) == (["base.gguf: joined from 3 parts"], True)
 
     (repo / "notes.txt").write_text("an untracked file travels too")
     with pytest.raises(ValueError, match="not ignored"):
         prepare(repo, base, [], repo / "elsewhere", call_bytes=call_bytes)
     with pytest.raises(ValueError, match="no room"):
         prepare(repo, base, [examples], repo / ".device-train", call_bytes=tree + 2 * MiB)
+
+
+def test_the_best_adapter_comes_back_within_what_a_call_brings_back(tmp_path: Path) -> None:
+    runs = [tmp_path / name for name in ("whole-half", "whole-all", "blocks-8-4-16")]
+    for number, run in enumerate(runs):  # the second run has the highest unseen share; the third no adapter
+        run.mkdir()
+        (run / "training_log.csv").write_text(
+            f"step,heldout_loss,unseen_one_pass_accuracy\n0,1.6,0.25\n100,1.5,0.2{6 + number % 2}\n200,1.4,0.25\n"
+        )
+    adapter = random_file(runs[1] / "best-sharpen-draft-lora.gguf", 19_567_040, seed=4)  # the shipped size
+    random_file(runs[0] / "best-sharpen-draft-lora.gguf", 1000, seed=5)
+    back = tmp_path / "back"
+    lines = pick(runs, back)
+    assert lines == [
+        "whole-half: best at step 100, unseen one-pass 26.0%, held-out 1.500",
+        "whole-all: best at step 100, unseen one-pass 27.0%, held-out 1.500",
+        "blocks-8-4-16: no adapter better than its start",
+        "brought back: whole-all's best-sharpen-draft-lora.gguf",
+    ]
+    files = list(back.iterdir())
+    assert len(files) <= 8 and sum(f.stat().st_size for f in files) <= 64 * MiB
+    assert all(f.stat().st_size <= RETURN_FILE_BYTES for f in files)
+    joined = join(back / "best-sharpen-draft-lora.gguf.manifest.json", tmp_path / "out-gpu" / "adapter.gguf")
+    assert joined.read_bytes() == adapter.read_bytes()
+
+    random_file(runs[1] / "best-sharpen-draft-lora.gguf", 5 * RETURN_FILE_BYTES, seed=6)  # a far larger rank
+    with pytest.raises(ValueError, match="at most 8"):
+        pick(runs, tmp_path / "too-much")
 
 
 def test_the_gpu_script_trains_chooses_by_the_unseen_pairs_and_brings_the_adapter_back(
@@ -130,13 +178,10 @@ def test_the_gpu_script_trains_chooses_by_the_unseen_pairs_and_brings_the_adapte
     assert all(row["unseen_one_pass_accuracy"] == "nan" for row in rows)
 
     # The device script, every call simulated: the call's folder copied where the carried path lands.
-    calls = [tmp_path / "call-01", tmp_path / "call-02"]
-    split(tiny_llama_path, calls[1], tiny_llama_path.stat().st_size // 2 + 1)
-    manifest = next(calls[1].glob("*.manifest.json"))
-    calls[0].mkdir()
-    shutil.move(str(calls[1] / f"{tiny_llama_path.name}.part-01"), calls[0])
-    shutil.move(str(manifest), calls[0])
-    shutil.copyfile(examples, calls[0] / "examples.pt")
+    repo = git_repo(tmp_path / "repo", 1000)
+    room = travelling_bytes(repo) + MARGIN + 16 * MiB  # the tiny base (26 MiB) in two calls
+    calls = prepare(repo, tiny_llama_path, [examples], repo / ".device-train", call_bytes=room)
+    assert len(calls) == 2
     carried, back = tmp_path / "carried", tmp_path / "back"
     environment = {
         **os.environ,
@@ -175,7 +220,7 @@ def test_the_gpu_script_trains_chooses_by_the_unseen_pairs_and_brings_the_adapte
         )
         assert result.returncode == 0, result.stdout + result.stderr
         outputs.append(result.stdout)
-    assert "1 of its 2 parts not here yet (02)" in outputs[0] and "carry the next call's folder" in outputs[0]
+    assert outputs[0] == "still to carry, one call each: call-02\n"
     assert "joined from 2 parts" in outputs[1]
     assert {p.name for p in back.iterdir()} >= {"blocks-8-4-16.csv", "whole-half.csv", "whole-all.csv", "summary.txt"}
     print((back / "summary.txt").read_text())
