@@ -24,6 +24,7 @@ from models.training.open_prompts import open_instructions
 
 
 def unseen_pairs(ar: LlamaAREngine, count: int, seed: int = 0) -> list[Pair]:
+    """`count` unseen instructions of SEED with AR's drafts of them, greedy with a fresh install's loop control."""
     sampling = Sampling(no_repeat_ngram=ChatSection().no_repeat_ngram)
     pairs = []
     for number, instruction in enumerate(open_instructions(count, quoted=[], held_out=True, seed=seed)):

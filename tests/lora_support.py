@@ -1,15 +1,17 @@
-"""LoRA pairs for the adapter tests: random, non-zero updates on a tiny base, and a few training pairs.
-Import after `pytest.importorskip("torch")`."""
+"""LoRA pairs for the adapter tests: random, non-zero updates on a tiny base, a few training pairs, and a tiny
+training plan. Import after `pytest.importorskip("torch")`."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from models import adapted
-from models.training.adapt import add_lora
+from models.training.adapt import AdaptPlan, add_lora
 from models.transformer import DiffusionTransformer
 
 PAIRS = [
@@ -38,3 +40,19 @@ def write_pairs(path: Path) -> Path:
         for index, (instruction, draft) in enumerate(PAIRS):
             handle.write(json.dumps({"id": index, "text": instruction, "draft": draft}) + "\n")
     return path
+
+
+def tiny_plan(base: Path, tmp_path: Path, **changes: Any) -> AdaptPlan:
+    """Two steps of block training at rank 2 on a few pairs, evaluated after each."""
+    plan = AdaptPlan(
+        data=(write_pairs(tmp_path / "pairs.jsonl"),),
+        out=tmp_path / "out",
+        base=base,
+        max_steps=2,
+        rank=2,
+        alpha=2.0,
+        batch=4,
+        eval_every=1,
+        block_lengths=(4,),
+    )
+    return replace(plan, **changes)

@@ -36,6 +36,7 @@ from models.training.block_loss import block_causal_loss, one_pass_loss
 from models.training.data import Pair, distinct_instructions, is_held_out, load_pairs, read_pairs
 from models.training.model import cosine_rate, count_to_str, draw_masks
 from models.training.plot import plot_log
+from models.training.selection import adapter_rank
 from models.transformer import DiffusionTransformer
 
 ADAPTER_NAME = "sharpen-draft-lora.gguf"
@@ -387,9 +388,8 @@ def run(plan: AdaptPlan, log: Callable[[str], object] = print) -> Path:
     def unseen_accuracy() -> float:
         return one_pass_accuracy(model, unseen, eval_block) if choose_by_unseen else float("nan")
 
-    def score(row: dict[str, float]) -> tuple[float, float]:  # lower is better; ties go to the held-out loss
-        unseen_right = row.get("unseen_one_pass_accuracy", math.nan) if choose_by_unseen else 0.0
-        return -unseen_right, row["heldout_loss"]
+    def score(row: dict[str, float]) -> tuple[float, float]:
+        return adapter_rank(row.get("unseen_one_pass_accuracy", math.nan), row["heldout_loss"])
 
     optimizer = torch.optim.AdamW(trainable, lr=plan.peak_lr, betas=(0.9, 0.99), weight_decay=0.0)
     generator = torch.Generator().manual_seed(plan.seed)
@@ -434,8 +434,7 @@ def run(plan: AdaptPlan, log: Callable[[str], object] = print) -> Path:
         progress.rows.append(row)
         return row
 
-    # A row logged before the run had unseen pairs (NaN) is never the best.
-    best = min((score(row) for row in progress.rows if not math.isnan(score(row)[0])), default=(math.inf, math.inf))
+    best = min((score(row) for row in progress.rows), default=(math.inf, math.inf))
     budget_s = plan.minutes * 60
     if plan.max_steps is not None:
         progress.planned = plan.max_steps

@@ -6,7 +6,8 @@ with a manifest (its size and sha256, each part's too): the base one part a call
 (its disk stays while the machine is held between calls) until all are there, and the adapter back in two.
 Every call also brings the trip (which files each call brings, with their sha256), so a machine that went back
 between calls names the calls to carry again. A file is joined only when every call's files are there and it
-matches its sha256. Standard library only: it runs on the GPU machine before anything is installed there.
+matches its sha256. The standard library and this checkout only: it runs on the GPU machine before anything is
+installed there.
 
     here:   .venv/bin/python -m models.training.gpu_payload prepare --base BASE.gguf --file examples.pt ...
     there:  python3 -m models.training.gpu_payload stash .device-train --into /var/tmp/sharpen-payload
@@ -27,6 +28,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from models.hub import sha256_of
+from models.training.selection import adapter_rank
+
 MiB = 1 << 20
 CALL_BYTES = 64 * MiB  # what one device call carries: the working tree and the carried paths together
 RETURN_FILE_BYTES = 16 * MiB  # the largest file that comes back from a call
@@ -44,14 +48,6 @@ class MissingParts(Exception):
         self.missing = missing
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(MiB), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def split(path: Path, out_dir: Path, part_bytes: int, first_part_bytes: int | None = None) -> Path:
     """Write PATH's parts (NAME.part-01, ...) and its manifest (NAME.manifest.json) into OUT_DIR; the manifest."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -64,7 +60,7 @@ def split(path: Path, out_dir: Path, part_bytes: int, first_part_bytes: int | No
             parts.append({"file": part.name, "bytes": len(chunk), "sha256": hashlib.sha256(chunk).hexdigest()})
             size = part_bytes
     manifest = out_dir / f"{path.name}{MANIFEST}"
-    record = {"name": path.name, "bytes": path.stat().st_size, "sha256": sha256_file(path), "parts": parts}
+    record = {"name": path.name, "bytes": path.stat().st_size, "sha256": sha256_of(path), "parts": parts}
     manifest.write_text(json.dumps(record, indent=1))
     return manifest
 
@@ -82,7 +78,7 @@ def join(manifest: Path, out: Path) -> Path:
         for part in record["parts"]:
             with (here / part["file"]).open("rb") as source:
                 shutil.copyfileobj(source, handle)
-    if sha256_file(partial) != record["sha256"]:
+    if sha256_of(partial) != record["sha256"]:
         partial.unlink()
         raise ValueError(f"{record['name']}: the joined parts do not match its sha256")
     partial.replace(out)
@@ -90,7 +86,7 @@ def join(manifest: Path, out: Path) -> Path:
 
 
 def _part_ok(path: Path, part: dict[str, object]) -> bool:
-    return path.is_file() and path.stat().st_size == part["bytes"] and sha256_file(path) == part["sha256"]
+    return path.is_file() and path.stat().st_size == part["bytes"] and sha256_of(path) == part["sha256"]
 
 
 def stash(carried: Path, into: Path) -> None:
@@ -108,7 +104,7 @@ def still_to_carry(into: Path) -> list[str]:
     return [
         call
         for call, files in calls.items()
-        if not all((into / name).is_file() and sha256_file(into / name) == sha for name, sha in files.items())
+        if not all((into / name).is_file() and sha256_of(into / name) == sha for name, sha in files.items())
     ]
 
 
@@ -123,7 +119,7 @@ def arrive(carried: Path, into: Path) -> tuple[list[str], bool]:
     for manifest in sorted(into.glob(f"*{MANIFEST}")):
         record = json.loads(manifest.read_text())
         target = into / record["name"]
-        if target.is_file() and sha256_file(target) == record["sha256"]:
+        if target.is_file() and sha256_of(target) == record["sha256"]:
             lines.append(f"{record['name']}: here")
         else:
             join(manifest, target)
@@ -152,8 +148,7 @@ def prepare(repo: Path, base: Path, files: list[Path], out: Path, call_bytes: in
         raise ValueError(
             f"{out} is not ignored by git, so every call would carry all of it: add it to .git/info/exclude"
         )
-    if out.exists():
-        shutil.rmtree(out)
+    shutil.rmtree(out)
     room = call_bytes - travelling_bytes(repo) - MARGIN
     extras = sum(path.stat().st_size for path in files)
     if room - extras < MiB:
@@ -170,7 +165,7 @@ def prepare(repo: Path, base: Path, files: list[Path], out: Path, call_bytes: in
         calls.append(call)
     for path in files:
         shutil.copyfile(path, calls[0] / path.name)
-    trip = {"calls": {call.name: {p.name: sha256_file(p) for p in sorted(call.iterdir())} for call in calls}}
+    trip = {"calls": {call.name: {p.name: sha256_of(p) for p in sorted(call.iterdir())} for call in calls}}
     for call in calls:  # every call brings the trip and the manifest: a machine that went back says what it lacks
         (call / TRIP).write_text(json.dumps(trip, indent=1))
         shutil.copyfile(manifest, call / manifest.name)
@@ -199,9 +194,8 @@ def run_best(run: Path) -> RunBest | None:
     return min(trained, key=_rank) if trained else None
 
 
-def _rank(best: RunBest) -> tuple[float, float]:  # lower is better; a figure not logged (NaN) ranks last
-    unseen, heldout = -best.unseen_one_pass, best.heldout_loss
-    return (math.inf if math.isnan(unseen) else unseen), (math.inf if math.isnan(heldout) else heldout)
+def _rank(best: RunBest) -> tuple[float, float]:
+    return adapter_rank(best.unseen_one_pass, best.heldout_loss)
 
 
 def pick(runs: list[Path], out: Path) -> list[str]:

@@ -17,7 +17,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="training the drafter needs the torch extra")
 
-from lora_support import random_lora, write_pairs  # noqa: E402
+from lora_support import random_lora, tiny_plan  # noqa: E402
 
 from engines.diffusion.llama_backend import LlamaDiffusionBackend  # noqa: E402
 from engines.diffusion.load_settings import DiffusionLoadSettings  # noqa: E402
@@ -31,7 +31,7 @@ from models.adapted import (  # noqa: E402
     write_merged_file,
 )
 from models.gguf_info import inspect_gguf  # noqa: E402
-from models.training.adapt import AdaptPlan, add_lora, base_model, load_adapter, run  # noqa: E402
+from models.training.adapt import add_lora, base_model, load_adapter, run  # noqa: E402
 from models.training.block_loss import (  # noqa: E402
     block_causal_logits,
     block_causal_loss,
@@ -120,22 +120,6 @@ def test_training_rows_are_what_llama_cpp_decodes_block_by_block(
     with torch.no_grad():
         unchanged, _ = block_causal_logits(model, torch.tensor(later)[None], masked[:1], block_length)
     assert torch.allclose(unchanged, theirs[: len(hidden)], atol=1e-5)
-
-
-def tiny_plan(base: Path, tmp_path: Path, **changes: Any) -> AdaptPlan:
-    """Two steps of block training at rank 2 on a few pairs, evaluated after each."""
-    plan = AdaptPlan(
-        data=(write_pairs(tmp_path / "pairs.jsonl"),),
-        out=tmp_path / "out",
-        base=base,
-        max_steps=2,
-        rank=2,
-        alpha=2.0,
-        batch=4,
-        eval_every=1,
-        block_lengths=(4,),
-    )
-    return replace(plan, **changes)
 
 
 def test_block_training_writes_an_adapter_decoded_block_causally_and_resumes(

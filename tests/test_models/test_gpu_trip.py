@@ -138,10 +138,10 @@ def test_the_gpu_script_trains_chooses_by_the_unseen_pairs_and_brings_the_adapte
     tiny_llama_path: Path, tmp_path: Path
 ) -> None:
     pytest.importorskip("torch", reason="training the drafter needs the torch extra")
-    from lora_support import random_lora, write_pairs
+    from lora_support import random_lora, tiny_plan, write_pairs
 
     from models.adapted import BlockDecoding, adapter_info, write_adapter
-    from models.training.adapt import AdaptPlan, base_model, encode_data, run, write_examples
+    from models.training.adapt import base_model, encode_data, run, write_examples
 
     pairs = write_pairs(tmp_path / "pairs.jsonl")
     unseen = tmp_path / "unseen.jsonl"
@@ -152,20 +152,8 @@ def test_the_gpu_script_trains_chooses_by_the_unseen_pairs_and_brings_the_adapte
     )
 
     # The run chooses its best adapter by the unseen pairs' one-pass accuracy, logged beside the held-out loss.
-    plan = AdaptPlan(
-        data=(),
-        examples=examples,
-        out=tmp_path / "out",
-        base=tiny_llama_path,
-        max_steps=4,
-        rank=2,
-        alpha=2.0,
-        batch=4,
-        eval_every=1,
-        block_lengths=(4,),
-        peak_lr=1e-2,
-        warmup=1,
-        init_from=start,
+    plan = tiny_plan(
+        tiny_llama_path, tmp_path, data=(), examples=examples, max_steps=4, peak_lr=1e-2, warmup=1, init_from=start
     )
     run(plan, log=lambda _line: None)
     rows = list(csv.DictReader((tmp_path / "out" / "training_log.csv").open()))
