@@ -16,7 +16,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="training the adapter needs the torch extra")
 
-from lora_support import random_lora, write_pairs  # noqa: E402
+from lora_support import random_lora, tiny_plan  # noqa: E402
 
 from app.cli import main  # noqa: E402
 from app.service import SharpenService  # noqa: E402
@@ -39,7 +39,7 @@ from models.adapted import (  # noqa: E402
 )
 from models.errors import ModelFileError  # noqa: E402
 from models.hub import sha256_of  # noqa: E402
-from models.training.adapt import AdaptPlan, LoRALinear, base_model, encode_pairs, run  # noqa: E402
+from models.training.adapt import LoRALinear, base_model, encode_pairs, run  # noqa: E402
 from models.training.data import Pair  # noqa: E402
 
 
@@ -132,14 +132,13 @@ def test_a_missing_base_says_what_to_install(tiny_llama_path: Path, tmp_path: Pa
 
 def test_adaptation_trains_and_the_adapter_drafts_with_the_dual_cache(tiny_llama_path: Path, tmp_path: Path) -> None:
     """A few steps of the real training loop on the tiny base; the adapter it writes drafts in llama.cpp."""
-    plan = AdaptPlan(
-        data=(write_pairs(tmp_path / "pairs.jsonl"),),
-        out=tmp_path / "out",
-        base=tiny_llama_path,
+    plan = tiny_plan(
+        tiny_llama_path,
+        tmp_path,
+        block_lengths=(),  # bidirectional
         max_steps=4,
         rank=4,
         alpha=4.0,
-        batch=4,
         eval_every=2,
         peak_lr=1e-2,
         warmup=1,
