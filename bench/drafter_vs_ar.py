@@ -31,7 +31,6 @@ by side in one run: the machine's noise falls on all alike).
 from __future__ import annotations
 
 import argparse
-import math
 import random
 import re
 import statistics
@@ -43,7 +42,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import llama_cpp
-from embedded_quality import prompts_of, repeated_trigrams, scored
+from embedded_quality import position, prompts_of, repeated_trigrams, scored
 from machine import describe_machine
 
 from app.domain.draft_request import DraftRequest
@@ -86,12 +85,6 @@ class Tally:
     @property
     def tokens_per_s(self) -> float:
         return sum(self.tokens) / sum(self.seconds) if self.seconds else 0.0
-
-
-def position(perplexities: list[float], teacher: list[float], shuffled: list[float]) -> float:
-    """Where the median log-perplexity lies between the teacher's drafts (0) and their words shuffled (1)."""
-    zero, one = (math.log(statistics.median(values)) for values in (teacher, shuffled))
-    return (math.log(statistics.median(perplexities)) - zero) / (one - zero)
 
 
 def facts(text: str) -> set[str]:

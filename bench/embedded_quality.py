@@ -53,6 +53,12 @@ N = 128
 DATA = Path(__file__).resolve().parents[1] / "models" / "training" / "data" / "drafts.jsonl"
 
 
+def position(perplexities: list[float], teacher: list[float], shuffled: list[float]) -> float:
+    """Where the median log-perplexity lies between the teacher's drafts (0) and their words shuffled (1)."""
+    zero, one = (math.log(statistics.median(values)) for values in (teacher, shuffled))
+    return (math.log(statistics.median(perplexities)) - zero) / (one - zero)
+
+
 def scored(
     scorer: llama_cpp.Llama, ar: LlamaAREngine, instruction: str, draft: str, limit: int = N
 ) -> tuple[float, float]:
@@ -195,8 +201,6 @@ def main() -> None:
             repeats[name].append(repeated_trigrams(text))
             words_out[name].append(len(text.split()))
             topical[name].append(on_topic(text, topic_words))
-    teacher = math.log(statistics.median(scores["SmolLM2 (AR)"]))
-    floor = math.log(statistics.median(scores["shuffled words"]))
     print(
         f"\n{'drafts':16} | {'median perplexity':>17} | {'log':>5} | {'position':>8} | {'on topic':>8} | "
         f"{'repeated 3-grams':>16} | {'words':>5} | {'s/draft':>7} | passes (median, of {N}) | draft tokens per pass"
@@ -205,10 +209,10 @@ def main() -> None:
         taken = f"{statistics.median(passes[name]):.0f}" if name in passes else ""
         rate = f"{statistics.mean(per_pass[name]):.2f}" if name in per_pass else ""
         median = statistics.median(values)
-        position = (math.log(median) - teacher) / (floor - teacher)
+        reads = position(values, scores["SmolLM2 (AR)"], scores["shuffled words"])
         spent = f"{statistics.median(seconds[name]):.2f}" if name in seconds else ""
         print(
-            f"{name:16} | {median:17.1f} | {math.log(median):5.2f} | {position:8.2f} | "
+            f"{name:16} | {median:17.1f} | {math.log(median):5.2f} | {reads:8.2f} | "
             f"{statistics.mean(topical[name]):8.0%} | {statistics.mean(repeats[name]):16.0%} | "
             f"{statistics.median(words_out[name]):5.0f} | {spent:>7} | {taken:>23} | {rate}"
         )

@@ -36,13 +36,10 @@ from models.training.block_loss import block_causal_loss, one_pass_loss
 from models.training.data import Pair, distinct_instructions, is_held_out, load_pairs, read_pairs
 from models.training.model import cosine_rate, count_to_str, draw_masks
 from models.training.plot import plot_log
-from models.training.selection import adapter_rank
+from models.training.selection import BEST_ADAPTER_NAME, adapter_rank
 from models.transformer import DiffusionTransformer
 
 ADAPTER_NAME = "sharpen-draft-lora.gguf"
-# The run's best adapter: at the highest one-pass accuracy on the unseen pairs where the run has them (the issue's
-# measure), else at the lowest held-out loss.
-BEST_ADAPTER_NAME = "best-sharpen-draft-lora.gguf"
 CHECKPOINT_NAME = "checkpoint.pt"
 HELD_OUT = 32  # pairs evaluated: enough to compare runs, few enough to evaluate every few minutes
 # Evaluated in batches of this many whatever the training batch, so that runs compare (a row's end-of-text

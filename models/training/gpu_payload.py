@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from models.hub import sha256_of
-from models.training.selection import adapter_rank
+from models.training.selection import BEST_ADAPTER_NAME, adapter_rank
 
 MiB = 1 << 20
 CALL_BYTES = 64 * MiB  # what one device call carries: the working tree and the carried paths together
@@ -38,7 +38,6 @@ RETURN_FILES, RETURN_BYTES = 8, 64 * MiB  # and how many, how much in all
 MARGIN = MiB  # for what the tree gains between preparing and calling (a log, a note)
 MANIFEST = ".manifest.json"
 TRIP = "trip.json"  # which files each call brings, with their sha256
-ADAPTER = "best-sharpen-draft-lora.gguf"  # models/training/adapt.py's BEST_ADAPTER_NAME
 
 
 class MissingParts(Exception):
@@ -207,7 +206,7 @@ def pick(runs: list[Path], out: Path) -> list[str]:
         if (run / "training_log.csv").is_file():
             shutil.copyfile(run / "training_log.csv", out / f"{run.name}.csv")
         best = run_best(run)
-        if best is None or not (run / ADAPTER).is_file():
+        if best is None or not (run / BEST_ADAPTER_NAME).is_file():
             lines.append(f"{run.name}: no adapter better than its start")
             continue
         bests.append(best)
@@ -217,15 +216,15 @@ def pick(runs: list[Path], out: Path) -> list[str]:
         )
     if bests:
         winner = min(bests, key=_rank)
-        adapter_bytes = (winner.run / ADAPTER).stat().st_size
+        adapter_bytes = (winner.run / BEST_ADAPTER_NAME).stat().st_size
         files = len(runs) + 2 + math.ceil(adapter_bytes / (RETURN_FILE_BYTES - MiB))  # + summary and manifest
         if files > RETURN_FILES or adapter_bytes > RETURN_BYTES - MiB:
             raise ValueError(
                 f"{winner.run.name}'s adapter ({adapter_bytes / MiB:.1f} MiB) and the logs would come back as {files} "
                 f"files: a call brings back at most {RETURN_FILES}, {RETURN_BYTES // MiB} MiB in all"
             )
-        split(winner.run / ADAPTER, out, RETURN_FILE_BYTES - MiB)
-        lines.append(f"brought back: {winner.run.name}'s {ADAPTER}")
+        split(winner.run / BEST_ADAPTER_NAME, out, RETURN_FILE_BYTES - MiB)
+        lines.append(f"brought back: {winner.run.name}'s {BEST_ADAPTER_NAME}")
     (out / "summary.txt").write_text("\n".join(lines) + "\n")
     return lines
 

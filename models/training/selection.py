@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import math
 
+# The run's best adapter, kept beside its latest: at the highest one-pass accuracy on the unseen pairs where the run
+# has them (the issue's measure), else at the lowest held-out loss.
+BEST_ADAPTER_NAME = "best-sharpen-draft-lora.gguf"
+
 
 def adapter_rank(unseen_one_pass: float, heldout_loss: float) -> tuple[float, float]:
     """Lower is better: the higher one-pass accuracy on the unseen pairs, ties to the lower held-out loss; a

@@ -211,7 +211,6 @@ def test_the_gpu_script_trains_chooses_by_the_unseen_pairs_and_brings_the_adapte
     assert outputs[0] == "still to carry, one call each: call-02\n"
     assert "joined from 2 parts" in outputs[1]
     assert {p.name for p in back.iterdir()} >= {"blocks-8-4-16.csv", "whole-half.csv", "whole-all.csv", "summary.txt"}
-    print((back / "summary.txt").read_text())
     (manifest,) = back.glob("*.manifest.json")  # trained on the unseen pairs themselves, a variant beats its start
     adapter = join(manifest, tmp_path / "sharpen-draft-lora.gguf")
     assert adapter_info(adapter).block_decoding == BlockDecoding(8)
