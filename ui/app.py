@@ -1,7 +1,8 @@
 """The Sharpen TUI: an editor with ghost-text completions, animated drafts and refinement playback.
 
 Everything slow runs in thread workers that talk back through messages; the UI thread only draws.
-The UI reaches the engines only through SharpenService.
+The UI reaches the engines only through SharpenService. The app lays the widgets out and wires keys and
+commands to what owns each job: the draft panel a draft, DocumentFiles the document on disk.
 """
 
 from __future__ import annotations
@@ -23,19 +24,17 @@ from app.domain.reply import Reply
 from app.errors import SharpenError
 from app.service import SharpenService
 from app.storage.config import ConfigError, set_value
-from app.storage.documents import DocumentError, DocumentStore, Recovery
 from app.storage.draft_history import DraftHistory, PastDraft
-from app.storage.recent_files import RecentFiles
 from engines.cancel import CancelToken
 from engines.diffusion.trace import Trace, TraceError, load_trace
 from router.request import approximate_tokens
 from ui.bindings import bindings, key_rows, keymap
+from ui.document_files import DocumentFiles
 from ui.draft_panel import DraftEnded, DraftPanel, DraftRun
 from ui.editor import SharpenEditor
 from ui.find_bar import FindBar
 from ui.requests import draft_at_cursor, rewrite_of_selection
-from ui.screens.dialogs import ConfirmScreen, DraftAsk, DraftPromptScreen, PathScreen, RecoveryScreen, RewriteScreen
-from ui.screens.files import OpenFileScreen, UnsavedChoice, UnsavedScreen
+from ui.screens.dialogs import DraftAsk, DraftPromptScreen, PathScreen, RewriteScreen
 from ui.screens.help import HelpScreen
 from ui.screens.history import HistoryScreen
 from ui.screens.models import ModelsScreen
@@ -51,13 +50,15 @@ class SharpenApp(App[None]):
     def __init__(self, service: SharpenService, document: Path | None = None, trace: Path | None = None) -> None:
         super().__init__()
         self.service = service
-        self.document = document
         self.trace_path = trace
-        self.store = DocumentStore(service.paths.state_dir / "autosave")
+        self.files = DocumentFiles(
+            self,
+            service.paths.state_dir,
+            document,
+            busy_drafting=self._busy_drafting,
+            close_document_views=self._close_document_views,
+        )
         self.history = DraftHistory(service.paths.state_dir / "drafts.sqlite3")
-        self.saved_text = ""
-        self.autosaved_text = ""
-        self.recent_files = RecentFiles(service.paths.state_dir / "recent_files.json")
         self.counter = TextCounter()
         self._saved_theme = ""
 
@@ -99,7 +100,7 @@ class SharpenApp(App[None]):
         return self.panel.run
 
     def show_status(self, **changes: Any) -> None:
-        self.status.info = self.status.info.but(**changes)
+        self.status.info = self.status.info.with_changes(**changes)
 
     def on_mount(self) -> None:
         self.set_keymap(keymap(self.service.config.keys))
@@ -107,211 +108,34 @@ class SharpenApp(App[None]):
         self._apply_theme(ui.theme)
         self.editor.set_autocomplete(ui.autocomplete)
         self.status.info = StatusInfo(autocomplete=ui.autocomplete)
-        self.sub_title = str(self.document) if self.document else "untitled"
-        if self.document is not None:
-            try:
-                self.saved_text, note = self.store.load(self.document)
-                if note:
-                    self.notify(note, severity="warning", timeout=15)
-            except DocumentError as error:
-                self.notify(str(error), severity="error", timeout=10)
-                self.document = None
-        self.editor.use_language_of(self.document)
-        self.editor.load_text(self.saved_text)
-        self.autosaved_text = self.saved_text
-        if self.document is not None:
-            self._remember_recent(self.document)
-        self.set_interval(ui.autosave_s, self.autosave)
-        recovery = self.store.recovery(self.document)
-        if recovery is not None:
-            name = self.document.name if self.document else "an untitled document"
-            self.push_screen(
-                RecoveryScreen(name, recovery.saved_at[:19].replace("T", " ")), self._recover(recovery.text)
-            )
+        self.files.start(self.editor, ui.autosave_s)
         if self.trace_path is not None:
             self._open_trace(self.trace_path)
         self.editor.focus()
 
-    def _recover(self, text: str) -> Callable[[bool | None], None]:
-        def answer(recover: bool | None) -> None:
-            if recover:
-                self.editor.load_text(text)
-                self.notify("recovered the autosaved text")
-            else:
-                self.store.discard_autosave(self.document)
-
-        return answer
-
-    # ----- autosave and saving -------------------------------------------------------------------
-
-    def autosave(self) -> None:
-        text = self.editor.text
-        if text == self.autosaved_text:
-            return
-        self.autosaved_text = text
-        if text == self.saved_text:
-            self.store.discard_autosave(self.document)
-            return
-        try:
-            self.store.autosave(self.document, text)
-        except OSError as error:
-            self.notify(f"autosave failed: {error}", severity="error")
+    # ----- the document on disk (DocumentFiles does the work) ------------------------------------
 
     def action_save(self) -> None:
-        if self.document is None:
-            self.push_screen(PathScreen("Save as:"), self._save_as)
-            return
-        self._save_to(self.document)
-
-    def _save_as(self, path: str | None, then: Callable[[], None] | None = None) -> None:
-        """Save under the name typed (asking first before another file is replaced); then `then`, if it saved."""
-        if not path:
-            return
-        target = Path(path).expanduser()
-
-        def save() -> None:
-            if self._save_to(target) and then is not None:
-                then()
-
-        if target != self.document and target.exists():
-            question = f"{target} exists. Replace it with this document?"
-            self.push_screen(ConfirmScreen(question, "Replace"), lambda yes: save() if yes else None)
-            return
-        save()
-
-    def _save_to(self, path: Path) -> bool:
-        text = self.editor.text
-        renamed = self.document != path
-        try:
-            self.store.save(path, text)
-        except DocumentError as error:
-            self._keep_in_autosave(text)
-            self.notify(str(error), severity="error", timeout=10)
-            return False
-        if renamed:
-            self.store.discard_autosave(self.document)
-        self.document = path
-        self.saved_text = self.autosaved_text = text
-        self.sub_title = str(path)
-        self.notify(f"saved {path}")
-        if renamed:
-            self.editor.use_language_of(path)
-            self._remember_recent(path)
-        return True
-
-    def _keep_in_autosave(self, text: str) -> None:
-        """A save failed: the text goes into the autosave now (the error says it is kept there)."""
-        try:
-            self.store.autosave(self.document, text)
-            self.autosaved_text = text
-        except OSError as error:
-            self.notify(f"autosave failed too: {error}", severity="error", timeout=10)
+        self.files.save()
 
     def action_save_as(self) -> None:
         self._main_screen_only()
-        self.save_as_dialog()
+        self.files.save_as_dialog()
 
-    def save_as_dialog(self) -> None:
-        self.push_screen(PathScreen("Save as:", str(self.document or "")), self._save_as)
-
-    # ----- opening files -------------------------------------------------------------------------
+    def action_open(self) -> None:
+        self._main_screen_only()
+        self.files.open_dialog()
 
     def _main_screen_only(self) -> None:
         """The app's keys reach every screen: under a dialog, a key of the editor's screen is handed on."""
         if len(self.screen_stack) > 1:
             raise SkipAction()
 
-    def action_open(self) -> None:
-        self._main_screen_only()
-        self.open_dialog()
-
-    def open_dialog(self) -> None:
-        if self._busy_drafting("a draft is refining: esc cancels it"):
-            return
-        self.run_worker(self._read_recent, thread=True, group="recent-files", exclusive=True)
-
-    def _read_recent(self) -> None:
-        recent = self.recent_files.load()
-        self.call_from_thread(self.push_screen, OpenFileScreen(recent), self._open_chosen)
-
-    def _open_chosen(self, path: Path | None) -> None:
-        """Unsaved changes are never dropped: saved, or kept in the autosave (offered back on the next open)."""
-        if path is None:
-            return
-        text = self.editor.text
-        if text == self.saved_text:
-            self._open(path, text, keep=False)
-            return
-        name = self.document.name if self.document else "The untitled document"
-        self.push_screen(UnsavedScreen(name, path.name), lambda choice: self._unsaved_answered(path, choice))
-
-    def _unsaved_answered(self, path: Path, choice: UnsavedChoice | None) -> None:
-        if choice == "keep":
-            self._open(path, self.editor.text, keep=True)
-        elif choice == "save" and self.document is None:
-            self.push_screen(
-                PathScreen("Save as:"),
-                lambda target: self._save_as(target, then=lambda: self._open(path, self.editor.text, keep=False)),
-            )
-        elif choice == "save" and self.document is not None and self._save_to(self.document):
-            self._open(path, self.editor.text, keep=False)
-
-    def _open(self, path: Path, current: str, *, keep: bool) -> None:
-        document = self.document
-        self.run_worker(
-            lambda: self._load(path, document, current, keep), thread=True, group="open-file", exclusive=True
-        )
-
-    def _load(self, path: Path, document: Path | None, current: str, keep: bool) -> None:
-        """In a worker: the autosave of the text being replaced (if kept), then the file, its recovery, and
-        the recent list."""
-        if keep:
-            try:
-                self.store.autosave(document, current)
-            except OSError as error:
-                message = f"{path.name} not opened: the autosave of your changes failed ({error})"
-                self.call_from_thread(self.notify, message, severity="error", timeout=10)
-                return
-        try:
-            text, note = self.store.load(path)
-        except DocumentError as error:
-            self.call_from_thread(self.notify, str(error), severity="error", timeout=10)
-            return
-        recovery = self.store.recovery(path)
-        self._write_recent(path)
-        self.call_from_thread(self._show_opened, path, text, note, recovery, current)
-
-    def _show_opened(self, path: Path, text: str, note: str, recovery: Recovery | None, replaced: str) -> None:
-        if self.editor.text != replaced:  # typed into while the file was read: that text stays
-            self.notify(f"{path.name} not opened: the document changed meanwhile; open it again", timeout=10)
-            return
-        if self._busy_drafting(f"{path.name} not opened: a draft is refining for this document (esc cancels it)"):
-            return
-        self.panel.close()  # a finished draft belongs to the document it was asked in
+    def _close_document_views(self) -> None:
+        """Another document replaces this one: a finished draft and the find bar belong to the old one."""
+        self.panel.close()
         if self.find_bar.is_open:
             self.find_bar.action_close()
-        self.document = path
-        self.saved_text = self.autosaved_text = text
-        self.sub_title = str(path)
-        self.editor.use_language_of(path)
-        self.editor.load_text(text)
-        self.editor.focus()
-        self.notify(f"opened {path}")
-        if note:
-            self.notify(note, severity="warning", timeout=15)
-        if recovery is not None:
-            self.push_screen(
-                RecoveryScreen(path.name, recovery.saved_at[:19].replace("T", " ")), self._recover(recovery.text)
-            )
-
-    def _remember_recent(self, path: Path) -> None:
-        self.run_worker(lambda: self._write_recent(path), thread=True, group="recent-files")
-
-    def _write_recent(self, path: Path) -> None:
-        try:
-            self.recent_files.add(path)
-        except OSError as error:
-            self.call_from_thread(self.notify, f"the recent-files list was not updated: {error}", severity="warning")
 
     # ----- find and replace ----------------------------------------------------------------------
 
@@ -347,7 +171,7 @@ class SharpenApp(App[None]):
         if not editor.is_attached:  # the app is closing
             return
         status = editor.screen.query_one("#status", StatusBar)
-        status.info = status.info.but(counts=self.counter.count(editor.document.lines))
+        status.info = status.info.with_changes(counts=self.counter.count(editor.document.lines))
         find_bar = editor.screen.query_one("#find-bar", FindBar)
         if find_bar.is_open:
             find_bar.refresh_matches()
@@ -360,7 +184,7 @@ class SharpenApp(App[None]):
         status = editor.screen.query_one("#status", StatusBar)
         selection = None if editor.selection.is_empty else count_text(editor.selected_text)
         if selection != status.info.selection:
-            status.info = status.info.but(selection=selection)
+            status.info = status.info.with_changes(selection=selection)
 
     def _apply_theme(self, name: str) -> None:
         """The theme config.toml names (ui.theme); a switch from the command palette is written back there."""
@@ -390,13 +214,13 @@ class SharpenApp(App[None]):
             self.call_from_thread(self.notify, f"the theme was not remembered: {error}", severity="error")
 
     def action_quit_saving(self) -> None:
-        self.autosave()
+        self.files.autosave()
         self.exit()
 
     def on_unmount(self) -> None:
         # The app is closing: a failed autosave must not turn a clean exit into a traceback.
         with contextlib.suppress(Exception):
-            self.autosave()
+            self.files.autosave()
 
     # ----- autocomplete --------------------------------------------------------------------------
 
@@ -408,7 +232,7 @@ class SharpenApp(App[None]):
     def action_toggle_autocomplete(self) -> None:
         enabled = not self.editor.autocomplete
         self.editor.set_autocomplete(enabled)
-        self.status.info = self.status.info.but(autocomplete=enabled)
+        self.status.info = self.status.info.with_changes(autocomplete=enabled)
         self.notify(f"ghost-text autocomplete {'on' if enabled else 'off'}")
 
     # ----- drafts --------------------------------------------------------------------------------
@@ -462,7 +286,7 @@ class SharpenApp(App[None]):
         run = ended.run
         if run.state != "ready" or run.reply is None or run.request is None:
             return
-        reply, document, instruction = run.reply, self.document, run.request.instruction
+        reply, document, instruction = run.reply, self.files.document, run.request.instruction
         self.run_worker(lambda: self._keep(document, reply, instruction), thread=True, group="history-write")
 
     def _keep(self, document: Path | None, reply: Reply, instruction: str) -> None:
@@ -486,7 +310,7 @@ class SharpenApp(App[None]):
         self.run_worker(self._open_history, thread=True, group="history-read", exclusive=True)
 
     def _open_history(self) -> None:
-        drafts = self.history.drafts(self.document)
+        drafts = self.history.drafts(self.files.document)
         self._warn_about_history()
         self.call_from_thread(self._show_history, drafts)
 
@@ -587,8 +411,8 @@ class SharpenApp(App[None]):
         yield SystemCommand("Toggle autocomplete", "Ghost-text completions on or off", self.action_toggle_autocomplete)
         yield SystemCommand("Models", "Which models are present and what they serve", self.action_models)
         yield SystemCommand("Keys", "Every key binding", self.action_help)
-        yield SystemCommand("Save", "Save the document", self.action_save)
-        yield SystemCommand("Save as", "Save the document under a new name", self.save_as_dialog)
-        yield SystemCommand("Open a file", "Open a file, or one of the recent ones", self.open_dialog)
+        yield SystemCommand("Save", "Save the document", self.files.save)
+        yield SystemCommand("Save as", "Save the document under a new name", self.files.save_as_dialog)
+        yield SystemCommand("Open a file", "Open a file, or one of the recent ones", self.files.open_dialog)
         yield SystemCommand("Find", "Find in the document", lambda: self.find_bar.open(replace=False))
         yield SystemCommand("Replace", "Find and replace in the document", lambda: self.find_bar.open(replace=True))

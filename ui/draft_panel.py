@@ -30,7 +30,7 @@ from ui.bindings import key_label
 from ui.refinement import RefinementView
 
 DraftState = Literal["refining", "ready", "cancelled", "failed"]
-# Status bar fields to change (StatusInfo.but's keywords).
+# Status bar fields to change (StatusInfo.with_changes's keywords).
 StatusReport = Callable[..., None]
 
 

@@ -72,7 +72,8 @@ class StatusInfo:
     counts: TextCounts | None = None
     selection: TextCounts | None = None
 
-    def but(self, **changes: Any) -> StatusInfo:
+    def with_changes(self, **changes: Any) -> StatusInfo:
+        """A copy with the fields named changed (the bar redraws when its info is replaced)."""
         return replace(self, **changes)
 
 

@@ -16,7 +16,7 @@ async def test_a_file_that_is_not_utf8_opens_with_replacement_characters_and_a_n
     app = make_app(config=make_config(autocomplete=False), document=document)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        assert app.document == document, "the file is open, not refused"
+        assert app.files.document == document, "the file is open, not refused"
         assert app.editor.text == "Dear Sam,\n\ufffd\ufffd thanks \ufffd\n"
         notes = [n for n in app._notifications if "not UTF-8" in n.message]
         assert len(notes) == 1 and notes[0].severity == "warning"
@@ -32,9 +32,9 @@ async def test_a_file_whose_name_is_not_utf8_opens_and_autosaves(make_app: AppFa
     app = make_app(config=make_config(autocomplete=False), document=document)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        assert app.document == document and app.editor.text == "plain text\n"
+        assert app.files.document == document and app.editor.text == "plain text\n"
         app.editor.move_cursor(app.editor.document.end)
         await pilot.press(*"more")
-        app.autosave()
-        assert app.store.recovery(document) is not None, "the autosave is kept under the path's own bytes"
+        app.files.autosave()
+        assert app.files.store.recovery(document) is not None, "the autosave is kept under the path's own bytes"
         assert not [n for n in app._notifications if n.severity == "error"]

@@ -54,7 +54,7 @@ async def test_autosave_and_recovery_after_a_kill(make_app: AppFactory, tmp_path
         assert app.editor.text == "Dear Sam,\n"
         app.editor.move_cursor(app.editor.document.end)
         await pilot.press(*"unsaved words")
-        app.autosave()  # what the timer does every few seconds
+        app.files.autosave()  # what the timer does every few seconds
     # The process "dies": the file still has the old text; the autosave has the new.
     assert document.read_text() == "Dear Sam,\n"
     second = make_app(config=make_config(autocomplete=False), document=document)
@@ -66,7 +66,7 @@ async def test_autosave_and_recovery_after_a_kill(make_app: AppFactory, tmp_path
         assert second.editor.text == "Dear Sam,\nunsaved words"
         await pilot.press("ctrl+s")
         assert document.read_text() == "Dear Sam,\nunsaved words"
-        assert not second.store.autosave_path(document).exists()
+        assert not second.files.store.autosave_path(document).exists()
     third = make_app(config=make_config(autocomplete=False), document=document)
     async with third.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
@@ -78,23 +78,23 @@ async def test_the_autosave_timer_runs(make_app: AppFactory, tmp_path: Path) -> 
     app = make_app(config=make_config(autocomplete=False, autosave_s=0.5), document=document)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press(*"typed")
-        autosave = app.store.autosave_path(document)
+        autosave = app.files.store.autosave_path(document)
         for _ in range(40):
             await pilot.pause(0.05)
             if autosave.exists():
                 break
-        assert autosave.exists() and app.store.recovery(document) is not None
+        assert autosave.exists() and app.files.store.recovery(document) is not None
 
 
 async def test_discarding_a_recovery(make_app: AppFactory, tmp_path: Path) -> None:
     document = tmp_path / "letter.txt"
     app = make_app(config=make_config(autocomplete=False), document=document)
-    app.store.autosave(document, "lost words")
+    app.files.store.autosave(document, "lost words")
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         await pilot.click("#discard")
         await pilot.pause()
-        assert app.editor.text == "" and app.store.recovery(document) is None
+        assert app.editor.text == "" and app.files.store.recovery(document) is None
 
 
 async def test_keys_can_be_remapped_in_config(make_app: AppFactory) -> None:
@@ -138,7 +138,7 @@ async def test_save_as_for_an_untitled_document(make_app: AppFactory, tmp_path: 
         app.screen.query_one("#path", Input).value = str(target)
         await pilot.press("enter")
         await pilot.pause()
-        assert target.read_text() == "fresh text" and app.document == target
+        assert target.read_text() == "fresh text" and app.files.document == target
 
 
 async def test_models_screen_switches_what_serves_drafts(

@@ -138,10 +138,10 @@ async def test_open_a_file_by_path_and_from_the_recent_list(make_app: AppFactory
             assert await wait_until(pilot, lambda: isinstance(app.screen, OpenFileScreen))
             app.screen.query_one("#open-path", Input).value = str(path)
             await pilot.press("enter")
-            assert await wait_until(pilot, lambda path=path: app.document == path)  # type: ignore[misc]
+            assert await wait_until(pilot, lambda path=path: app.files.document == path)  # type: ignore[misc]
             assert app.editor.text == path.read_text() and app.sub_title == str(path)
         assert app.editor.language == "markdown"
-        assert app.recent_files.load() == [second, first]
+        assert app.files.recent_files.load() == [second, first]
         await pilot.press("ctrl+o")
         assert await wait_until(pilot, lambda: isinstance(app.screen, OpenFileScreen))
         recent = app.screen.query_one("#recent-files", OptionList)
@@ -152,9 +152,9 @@ async def test_open_a_file_by_path_and_from_the_recent_list(make_app: AppFactory
         recent.focus()
         recent.highlighted = 1
         await pilot.press("enter")
-        assert await wait_until(pilot, lambda: app.document == first)
+        assert await wait_until(pilot, lambda: app.files.document == first)
         assert app.editor.text == "first file\n" and app.editor.language is None
-        assert await wait_until(pilot, lambda: app.recent_files.load() == [first, second])
+        assert await wait_until(pilot, lambda: app.files.recent_files.load() == [first, second])
 
 
 async def test_unsaved_changes_are_kept_or_saved_before_another_file_opens(
@@ -178,11 +178,11 @@ async def test_unsaved_changes_are_kept_or_saved_before_another_file_opens(
         await app_pilot.press(*"unsaved words")
         await open_other(app_pilot, "cancel")
         await app_pilot.pause()
-        assert app.document == letter and app.editor.text == "Dear Sam,\nunsaved words"
+        assert app.files.document == letter and app.editor.text == "Dear Sam,\nunsaved words"
         await open_other(app_pilot, "keep")
-        assert await wait_until(app_pilot, lambda: app.document == other)
+        assert await wait_until(app_pilot, lambda: app.files.document == other)
         assert letter.read_text() == "Dear Sam,\n", "kept: the file is untouched"
-        recovery = app.store.recovery(letter)
+        recovery = app.files.store.recovery(letter)
         assert recovery is not None and recovery.text == "Dear Sam,\nunsaved words"
         # Opening it again offers the kept text back.
         await app_pilot.press("ctrl+o")
@@ -193,9 +193,9 @@ async def test_unsaved_changes_are_kept_or_saved_before_another_file_opens(
         assert await wait_until(app_pilot, lambda: isinstance(app.screen, RecoveryScreen))
         await app_pilot.click("#recover")
         await app_pilot.pause()
-        assert app.document == letter and app.editor.text == "Dear Sam,\nunsaved words"
+        assert app.files.document == letter and app.editor.text == "Dear Sam,\nunsaved words"
         await open_other(app_pilot, "save")
-        assert await wait_until(app_pilot, lambda: app.document == other)
+        assert await wait_until(app_pilot, lambda: app.files.document == other)
         assert letter.read_text() == "Dear Sam,\nunsaved words"
 
 
@@ -211,9 +211,9 @@ async def test_save_as_writes_the_new_file_and_renames_the_document(make_app: Ap
         field.value = str(copy)
         await pilot.press("enter")
         await pilot.pause()
-        assert copy.read_text() == "Dear Sam,\n" and app.document == copy
+        assert copy.read_text() == "Dear Sam,\n" and app.files.document == copy
         assert app.sub_title == str(copy) and app.editor.language == "markdown"
-        assert await wait_until(pilot, lambda: app.recent_files.load()[:1] == [copy])
+        assert await wait_until(pilot, lambda: app.files.recent_files.load()[:1] == [copy])
         # ctrl+shift+s is the same action, for the terminals that can send it.
         await pilot.press("ctrl+shift+s")
         assert isinstance(app.screen, PathScreen)
@@ -338,11 +338,11 @@ async def test_saving_over_another_file_asks_first(make_app: AppFactory, tmp_pat
         await save_as(pilot, other)
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("escape")
-        assert other.read_text() == "keep me\n" and app.document == tmp_path / "letter.txt"
+        assert other.read_text() == "keep me\n" and app.files.document == tmp_path / "letter.txt"
         await save_as(pilot, other)
         await pilot.click("#yes")
         await pilot.pause()
-        assert other.read_text() == TEXT and app.document == other
+        assert other.read_text() == TEXT and app.files.document == other
 
 
 async def test_a_failed_save_keeps_the_text_in_the_autosave(make_app: AppFactory, tmp_path: Path) -> None:
@@ -351,10 +351,10 @@ async def test_a_failed_save_keeps_the_text_in_the_autosave(make_app: AppFactory
     app = make_app(config=make_config(autocomplete=False))
     async with app.run_test(size=(80, 24)) as pilot:
         app.editor.load_text(TEXT)
-        app.autosave()  # the autosave is up to date: the failed save must not drop it
+        app.files.autosave()  # the autosave is up to date: the failed save must not drop it
         await save_as(pilot, blocked / "letter.txt")  # a folder that is a file: the save fails
-        assert app.document is None
-        recovery = app.store.recovery(None)
+        assert app.files.document is None
+        recovery = app.files.store.recovery(None)
         assert recovery is not None and recovery.text == TEXT
 
 
