@@ -1,6 +1,6 @@
 """The one service every front end calls (the TUI, the CLI, the server): one call per intent, each returning
 a Reply. It routes and settles each request's options; app/orchestration/ does the rest: the drafters lay
-out each engine's prompt, the registry loads the engines, calibrating.py measures this machine; and
+out each engine's prompt, the registry loads the engines, machine_calibration.py measures this machine; and
 router/inputs.py gathers what routes are decided from.
 """
 
@@ -13,11 +13,11 @@ from dataclasses import replace
 from app.domain.draft_request import DraftRequest, routing_request
 from app.domain.reply import Reply
 from app.errors import RoutingError, SharpenError
-from app.orchestration.calibrating import LEARN_MIN_TOKENS, Calibrations
-from app.orchestration.draft_lengths import DraftLengthLog
+from app.orchestration.draft_length_log import DraftLengthLog
 from app.orchestration.draft_settings import DraftSettings
 from app.orchestration.drafters import ArDrafter, DiffusionDrafter
 from app.orchestration.engine_registry import EngineRegistry
+from app.orchestration.machine_calibration import LEARN_MIN_TOKENS, Calibrations
 from app.orchestration.model_manager import ModelManager
 from app.storage.config import Config, load_config
 from app.storage.paths import SharpenPaths, sharpen_paths
