@@ -1,7 +1,8 @@
 """The one service every front end calls (the TUI, the CLI, the server): one call per intent, each returning
-a Reply. It routes and settles each request's options; app/orchestration/ does the rest: the drafters lay
-out each engine's prompt, the registry loads the engines, calibrating.py measures this machine; and
-router/inputs.py gathers what routes are decided from.
+a Reply. It routes each request and hands it to the drafter of the engine its route chose; app/orchestration/
+does the rest: the drafters settle their engine's options and lay out its prompt, the registry loads the
+engines, machine_calibration.py measures this machine; and router/inputs.py gathers what routes are decided
+from.
 """
 
 from __future__ import annotations
@@ -13,22 +14,21 @@ from dataclasses import replace
 from app.domain.draft_request import DraftRequest, routing_request
 from app.domain.reply import Reply
 from app.errors import RoutingError, SharpenError
-from app.orchestration.calibrating import LEARN_MIN_TOKENS, Calibrations
-from app.orchestration.draft_lengths import DraftLengthLog
+from app.orchestration.draft_length_log import DraftLengthLog
 from app.orchestration.draft_settings import DraftSettings
-from app.orchestration.drafters import ArDrafter, DiffusionDrafter
+from app.orchestration.drafters import ArDrafter, DiffusionDrafter, Drafter
 from app.orchestration.engine_registry import EngineRegistry
+from app.orchestration.machine_calibration import LEARN_MIN_TOKENS, Calibrations
 from app.orchestration.model_manager import ModelManager
 from app.storage.config import Config, load_config
 from app.storage.paths import SharpenPaths, sharpen_paths
-from engines.ar_engine import Sampling, TrimPolicy
+from engines.ar_engine import TrimPolicy
 from engines.cancel import CancelToken
 from engines.diffusion.settings import DiffusionSettings
-from engines.events import DiffusionStats
 from engines.messages import Instruction
 from router.inputs import RouteInputs, RoutingSetup
 from router.policy import NoEngineAvailable
-from router.request import DiffusionPlan, Policy, Request, Route, Rule
+from router.request import DiffusionPlan, EngineName, Policy, Request, Route, Rule
 
 # Candidates after the first are sampled at this temperature at least (a new seed alone changes nothing in
 # greedy decoding).
@@ -46,8 +46,9 @@ class SharpenService:
         self.draft_settings = DraftSettings(lambda: self.config, self.models, paths.config_file)
         self.calibrations = Calibrations(self.engines, self.routing, self.draft_settings)
         self.draft_lengths = DraftLengthLog(self.routing)
-        self.ar = ArDrafter(self.engines.ar)
-        self.diffusion = DiffusionDrafter(self.engines.diffusion)
+        self.ar = ArDrafter(self.engines.ar, lambda: self.config)
+        diffusion = DiffusionDrafter(self.engines.diffusion)
+        self.drafters: dict[EngineName, Drafter] = {"ar": self.ar, "diffusion": diffusion}
 
     @classmethod
     def from_environment(cls) -> SharpenService:
@@ -74,8 +75,9 @@ class SharpenService:
     ) -> Reply:
         """Continue `prefix` (before `suffix`, where the model fills in the middle) on the AR engine."""
         tokens = self.config.complete.max_tokens if max_tokens is None else max_tokens
-        sampling = self._sampling(self.config.complete.temperature, temperature, top_p, seed)
-        job = self.ar.completion(prefix, suffix, tokens, sampling, cancel, stop=stop, trim=trim)
+        job = self.ar.completion(
+            prefix, suffix, tokens, cancel, stop=stop, trim=trim, temperature=temperature, top_p=top_p, seed=seed
+        )
         return Reply(self._ar_route(tokens, "completions are AR", "completion"), job, kind="complete")
 
     def chat(
@@ -91,38 +93,24 @@ class SharpenService:
     ) -> Reply:
         """Answer an instruction (or a conversation) through the AR model's chat template."""
         tokens = self.config.chat.max_tokens if max_tokens is None else max_tokens
-        sampling = self._sampling(
-            self.config.chat.temperature, temperature, top_p, seed, self.config.chat.no_repeat_ngram
-        )
-        job = self.ar.answer(instruction, tokens, sampling, cancel, stop)
+        job = self.ar.answer(instruction, tokens, cancel, stop, temperature=temperature, top_p=top_p, seed=seed)
         return Reply(self._ar_route(tokens, "instructions are AR", "chat"), job, kind="chat")
 
     def draft(self, request: DraftRequest, *, cancel: CancelToken | None = None) -> Reply:
-        """A draft or a rewrite: routed (the document around the cursor counted in), its options settled
-        once, on the drafter of the engine the route chose. The engine loads and runs when the reply is
+        """A draft or a rewrite: routed (the document around the cursor counted in), then handed to the drafter
+        of the engine the route chose, which settles its own options. The engine loads and runs when the reply is
         iterated; the document is fitted to the model's context then, and the reply records what was left out.
         The first draft on a fresh install measures the engines first (a few seconds; router.auto_calibrate)."""
         tokens = request.tokens or self.config.diffusion.tokens
-        overrides = {name: value for name, value in request.overrides.items() if value is not None}
-        settings = self.draft_settings.resolve(**overrides)
+        given = request.given_options
+        settings = self.draft_settings.resolve(**given)
         measured = self.calibrations.before_draft(cancel, enabled=self.config.router.auto_calibrate)
         route = self._draft_route(request, tokens, self.draft_settings.plan(settings))
         if measured is not None:
             route = replace(route, reason=f"{route.reason}; {measured}")
-        if route.engine == "ar":
-            sampling = self._sampling(
-                self.config.chat.temperature if request.asked else self.config.complete.temperature,
-                overrides.get("temperature"),
-                overrides.get("top_p"),
-                overrides.get("seed"),
-                self.config.chat.no_repeat_ngram,
-            )
-            job = self.ar.draft(request, tokens, sampling, cancel)
-        else:
-            chosen = self.draft_settings.routed(route, settings, steps_fixed="steps" in overrides)
-            job = self.diffusion.draft(request, tokens, chosen, cancel)
+        job = self.drafters[route.engine].draft(request, tokens, route, settings, cancel)
         # A draft whose passes the request fixed ran another plan than the one the router estimates.
-        finished = functools.partial(self._learn, request, settings, costs="steps" not in overrides)
+        finished = functools.partial(self._learn, request, settings, costs="steps" not in given)
         return Reply(route, job, kind=request.kind, prompt=request.recorded_prompt, finished=finished)
 
     def measures_first(self) -> bool:
@@ -186,27 +174,13 @@ class SharpenService:
         )
         if not costs or stats.generated_tokens < LEARN_MIN_TOKENS:
             return
-        took = stats.total_s - stats.waited_s if isinstance(stats, DiffusionStats) else stats.total_s
         try:  # the draft is what matters: costs that cannot be read or saved now are learnt from the next
-            self.calibrations.learn(route.engine, self.estimate_as_written(request, settings, reply), took)
+            self.calibrations.learn(route.engine, self.estimate_as_written(request, settings, reply), stats.working_s)
         except SharpenError:
             return
 
     def _ar_route(self, tokens: int, reason: str, rule: Rule) -> Route:
         return Route("ar", self.config.models.complete, tokens, reason=reason, rule=rule)
-
-    @staticmethod
-    def _sampling(
-        configured: float,
-        temperature: float | None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        no_repeat_ngram: int = 0,
-    ) -> Sampling:
-        chosen = Sampling(
-            temperature=configured if temperature is None else temperature, seed=seed, no_repeat_ngram=no_repeat_ngram
-        )
-        return chosen if top_p is None else replace(chosen, top_p=top_p)
 
     def _routing_setup(self) -> RoutingSetup:
         config = self.config

@@ -45,8 +45,8 @@ from engines.llama_ar import LlamaAREngine, LlamaSettings
 from models.adapted import AdaptedModel, adapter_info, base_as_diffusion, verify_base, write_merged_file
 from models.catalogue import resolve_model
 from models.gguf_twin import write_twin
-from router.calibration import QUICK, calibrate_diffusion
 from router.cost import DiffusionPlan, estimate_diffusion
+from router.cost_measurement import QUICK, calibrate_diffusion
 
 BENCH = Path(__file__).resolve().parent
 OUT = BENCH / "out"

@@ -11,7 +11,7 @@ Rewrites: paragraphs holding names and numbers (bench/data/rewrite_paragraphs.tx
 bench), each rewritten "more formal", "shorter" and "as a list" by both engines: how many of the
 selection's names and numbers the rewrite keeps.
 Estimates: the router's wait, for the length each engine's drafts are expected to write (learnt from the
-drafts before it in the run, as a user's install learns: router/lengths.py), against the median time, as
+drafts before it in the run, as a user's install learns: router/expected_lengths.py), against the median time, as
 each draft's median error and as the mean estimate against the mean time; the estimate had the draft asked
 for the length it wrote (the cost model's own error); and which engine the router's estimates for the
 length asked call faster (what it compares), beside the one that wrote more tokens a second and the one

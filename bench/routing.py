@@ -29,8 +29,8 @@ from engines.diffusion.settings import DiffusionSettings
 from engines.events import Done, Event
 from engines.llama_ar import LlamaAREngine, LlamaSettings
 from models.catalogue import resolve_model
-from router.calibration import CalibrationSizes, calibrate
 from router.cost import DiffusionPlan
+from router.cost_measurement import CalibrationSizes, calibrate
 from router.policy import decide, diffusion_plan
 from router.request import ENGINES, EngineName, Kind, Request
 

@@ -32,6 +32,11 @@ class GenerationStats:
     finish_reason: FinishReason
 
     @property
+    def working_s(self) -> float:
+        """The time the engine worked on the request: all of it (an AR stream never gives way)."""
+        return self.total_s
+
+    @property
     def tokens_per_s(self) -> float:
         """Decode speed after the first token (prompt evaluation excluded)."""
         if self.time_to_first_token_s is None or self.generated_tokens < 2:
@@ -107,8 +112,13 @@ class DiffusionStats:
     cache_note: str = ""
 
     @property
+    def working_s(self) -> float:
+        """The time the engine worked on the draft: all of it but the time it gave way to completions."""
+        return self.total_s - self.waited_s
+
+    @property
     def ms_per_pass(self) -> float:
-        return (self.total_s - self.waited_s) * 1000 / self.passes if self.passes else 0.0
+        return self.working_s * 1000 / self.passes if self.passes else 0.0
 
     @property
     def tokens_per_s(self) -> float:
@@ -116,8 +126,7 @@ class DiffusionStats:
 
     @property
     def sampler_share(self) -> float:
-        working_s = self.total_s - self.waited_s
-        return 1 - self.backend_s / working_s if working_s > 0 else 0.0
+        return 1 - self.backend_s / self.working_s if self.working_s > 0 else 0.0
 
     def as_json(self) -> dict[str, Any]:
         return {

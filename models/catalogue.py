@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from models.errors import MissingModelFile, ModelError, UnknownModel
+from models.hub import HubModel, cached_path
 from models.remote import OPENAI_PREFIX, BadRemoteSource, is_remote, parse_remote
 
 EMBEDDED_PREFIX = "embedded:"
@@ -93,6 +94,11 @@ class CatalogueEntry:
         """The file inside the repo for a single-file source; None for a whole checkpoint."""
         parts = self.source.removeprefix(HF_PREFIX).split("/", 2)
         return parts[2] if len(parts) == 3 else None
+
+    @property
+    def hub_model(self) -> HubModel:
+        """Where a hf: source's model is on the Hub."""
+        return HubModel(self.name, self.hub_repo, self.hub_file, self.revision, self.sha256)
 
 
 _REQUIRED = ("role", "engine", "source")
@@ -224,9 +230,7 @@ def resolve_model(name: str, entries: Mapping[str, CatalogueEntry] | None = None
         return ResolvedModel(name=name, path=embedded_file(entry.source), entry=entry)
     if entry.source.startswith(PATH_PREFIX):
         return ResolvedModel(name=name, path=Path(entry.source.removeprefix(PATH_PREFIX)).expanduser(), entry=entry)
-    from models.hub import cached_path
-
-    path = cached_path(entry)
+    path = cached_path(entry.hub_model)
     if path is None:
         raise MissingModelFile(
             Path(entry.source), f"model {name!r} is not downloaded yet", f"Run `sharpen models pull {name}`."

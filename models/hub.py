@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from models.catalogue import CatalogueEntry
 from models.errors import ModelError
 
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -38,6 +37,18 @@ class PullError(ModelError):
 
 class IntegrityError(PullError):
     pass
+
+
+@dataclass(frozen=True)
+class HubModel:
+    """A model on the Hub: a repository at a revision, and one file of it (None: the whole checkpoint), with
+    the sha256 that file is checked against ("" to check it against the hash the Hub stores it under)."""
+
+    name: str
+    repo: str
+    file: str | None
+    revision: str = "main"
+    sha256: str = ""
 
 
 @dataclass(frozen=True)
@@ -101,23 +112,23 @@ def _progress_class(callback: ProgressCallback, model: str, file: str, index: in
 # ----- the cache ---------------------------------------------------------------------------------
 
 
-def cached_path(entry: CatalogueEntry, settings: HubSettings | None = None) -> Path | None:
+def cached_path(model: HubModel, settings: HubSettings | None = None) -> Path | None:
     """Where a Hub model sits in the cache, or None if it was never pulled completely. No network."""
     from huggingface_hub import try_to_load_from_cache
 
     settings = settings or HubSettings.from_environment()
-    file = entry.hub_file
+    file = model.file
     if file is not None:
-        found = try_to_load_from_cache(entry.hub_repo, file, cache_dir=settings.cache_dir, revision=entry.revision)
+        found = try_to_load_from_cache(model.repo, file, cache_dir=settings.cache_dir, revision=model.revision)
         return Path(found) if isinstance(found, str) else None
-    snapshot = _snapshot_folder(entry, settings)
+    snapshot = _snapshot_folder(model, settings)
     return snapshot if snapshot is not None and (snapshot / "config.json").is_file() else None
 
 
-def _snapshot_folder(entry: CatalogueEntry, settings: HubSettings) -> Path | None:
-    repo_folder = settings.cache_dir / ("models--" + entry.hub_repo.replace("/", "--"))
-    ref = repo_folder / "refs" / entry.revision
-    commit = ref.read_text().strip() if ref.is_file() else entry.revision
+def _snapshot_folder(model: HubModel, settings: HubSettings) -> Path | None:
+    repo_folder = settings.cache_dir / ("models--" + model.repo.replace("/", "--"))
+    ref = repo_folder / "refs" / model.revision
+    commit = ref.read_text().strip() if ref.is_file() else model.revision
     folder = repo_folder / "snapshots" / commit
     return folder if folder.is_dir() else None
 
@@ -181,7 +192,7 @@ def _remove_cached(snapshot_file: Path) -> int:
 # ----- pulling -----------------------------------------------------------------------------------
 
 
-def _translate(error: Exception, entry: CatalogueEntry, settings: HubSettings, file: str | None) -> PullError:
+def _translate(error: Exception, model: HubModel, settings: HubSettings, file: str | None) -> PullError:
     from huggingface_hub.errors import (
         EntryNotFoundError,
         GatedRepoError,
@@ -190,18 +201,18 @@ def _translate(error: Exception, entry: CatalogueEntry, settings: HubSettings, f
         RevisionNotFoundError,
     )
 
-    where = f"{entry.hub_repo}" + (f"/{file}" if file else "")
+    where = f"{model.repo}" + (f"/{file}" if file else "")
     if isinstance(error, GatedRepoError):
         return PullError(
             f"{where} is gated on {settings.endpoint}: accept its terms there and log in (`hf auth login`)"
         )
     if isinstance(error, RepositoryNotFoundError):
         return PullError(
-            f"repository {entry.hub_repo} was not found on {settings.endpoint} (or it is private); "
+            f"repository {model.repo} was not found on {settings.endpoint} (or it is private); "
             "check the catalogue entry's source"
         )
     if isinstance(error, RevisionNotFoundError):
-        return PullError(f"revision {entry.revision!r} of {entry.hub_repo} was not found on {settings.endpoint}")
+        return PullError(f"revision {model.revision!r} of {model.repo} was not found on {settings.endpoint}")
     if isinstance(error, LocalEntryNotFoundError):
         if settings.offline:
             return PullError(
@@ -213,25 +224,25 @@ def _translate(error: Exception, entry: CatalogueEntry, settings: HubSettings, f
             f"({settings.cache_dir}); check the network (or HF_ENDPOINT), then pull again"
         )
     if isinstance(error, EntryNotFoundError):
-        return PullError(f"{where} does not exist in {entry.hub_repo} at revision {entry.revision!r}")
+        return PullError(f"{where} does not exist in {model.repo} at revision {model.revision!r}")
     return PullError(f"downloading {where} from {settings.endpoint} failed: {type(error).__name__}: {error}")
 
 
-def _checkpoint_files(entry: CatalogueEntry, settings: HubSettings) -> tuple[str, list[str]]:
-    """(commit, files to fetch) for a whole-checkpoint entry."""
+def _checkpoint_files(model: HubModel, settings: HubSettings) -> tuple[str, list[str]]:
+    """(commit, files to fetch) for a whole checkpoint."""
     from huggingface_hub import HfApi
 
     api = HfApi(endpoint=settings.endpoint)
-    info = api.model_info(entry.hub_repo, revision=entry.revision)
+    info = api.model_info(model.repo, revision=model.revision)
     names = [s.rfilename for s in info.siblings or []]
     wanted = [n for n in names if any(fnmatch.fnmatch(n.rsplit("/", 1)[-1], p) for p in CHECKPOINT_PATTERNS)]
     if not any(n.endswith(".safetensors") for n in wanted):
-        raise PullError(f"{entry.hub_repo} has no safetensors weights; Sharpen loads no pickled (.bin) checkpoints")
+        raise PullError(f"{model.repo} has no safetensors weights; Sharpen loads no pickled (.bin) checkpoints")
     return str(info.sha), sorted(wanted)
 
 
 def pull(
-    entry: CatalogueEntry,
+    model: HubModel,
     *,
     settings: HubSettings | None = None,
     progress: ProgressCallback | None = None,
@@ -239,51 +250,49 @@ def pull(
     """Download a Hub model into the HF cache (or find it there) and verify it. Returns its path."""
     from huggingface_hub import hf_hub_download, try_to_load_from_cache
 
-    if not entry.is_hub:
-        raise PullError(f"{entry.name} is not a Hugging Face model (source {entry.source}); nothing to pull")
     settings = settings or HubSettings.from_environment()
     callback = progress or (lambda _event: None)
-    if entry.hub_file is not None:
-        revision, files = entry.revision, [entry.hub_file]
+    if model.file is not None:
+        revision, files = model.revision, [model.file]
     elif settings.offline:
-        folder = cached_path(entry, settings)
+        folder = cached_path(model, settings)
         if folder is None:
-            raise _translate(_local_missing(), entry, settings, None)
-        return _verified_result(entry, folder, [p.name for p in folder.iterdir()], 0)
+            raise _translate(_local_missing(), model, settings, None)
+        return _verified_result(model, folder, [p.name for p in folder.iterdir()], 0)
     else:
         try:
-            revision, files = _checkpoint_files(entry, settings)
+            revision, files = _checkpoint_files(model, settings)
         except PullError:
             raise
         except Exception as error:  # huggingface_hub and httpx raise many kinds
-            cached = cached_path(entry, settings)
+            cached = cached_path(model, settings)
             if cached is not None and _is_connection_problem(error):
-                return _verified_result(entry, cached, [p.name for p in cached.iterdir()], 0)
-            raise _translate(error, entry, settings, None) from error
+                return _verified_result(model, cached, [p.name for p in cached.iterdir()], 0)
+            raise _translate(error, model, settings, None) from error
     downloaded = 0  # files fetched now, as opposed to found in the cache
     paths: list[Path] = []
     for index, file in enumerate(files, start=1):
         was_cached = isinstance(
-            try_to_load_from_cache(entry.hub_repo, file, cache_dir=settings.cache_dir, revision=revision), str
+            try_to_load_from_cache(model.repo, file, cache_dir=settings.cache_dir, revision=revision), str
         )
         try:
             path = hf_hub_download(
-                entry.hub_repo,
+                model.repo,
                 file,
                 revision=revision,
                 cache_dir=settings.cache_dir,
                 endpoint=settings.endpoint,
                 local_files_only=settings.offline,
-                tqdm_class=_progress_class(callback, entry.name, file, index, len(files)),
+                tqdm_class=_progress_class(callback, model.name, file, index, len(files)),
             )
         except Exception as error:  # translated into one clear message
-            raise _translate(error, entry, settings, file) from error
+            raise _translate(error, model, settings, file) from error
         downloaded += not was_cached
         paths.append(Path(path))
-    if entry.hub_file is not None:
-        return _verified_result(entry, paths[0], [paths[0].name], downloaded)
-    _write_ref(settings, entry, revision)
-    return _verified_result(entry, _snapshot_root(paths[0], files[0]), files, downloaded)
+    if model.file is not None:
+        return _verified_result(model, paths[0], [paths[0].name], downloaded)
+    _write_ref(settings, model, revision)
+    return _verified_result(model, _snapshot_root(paths[0], files[0]), files, downloaded)
 
 
 def _snapshot_root(path: Path, name: str) -> Path:
@@ -292,12 +301,12 @@ def _snapshot_root(path: Path, name: str) -> Path:
     return path
 
 
-def _write_ref(settings: HubSettings, entry: CatalogueEntry, commit: str) -> None:
-    """Record which commit the entry's revision (a branch) pointed to, as snapshot_download does, so the
+def _write_ref(settings: HubSettings, model: HubModel, commit: str) -> None:
+    """Record which commit the model's revision (a branch) pointed to, as snapshot_download does, so the
     checkpoint is found offline by its branch name."""
-    if entry.revision == commit:
+    if model.revision == commit:
         return
-    ref = settings.cache_dir / ("models--" + entry.hub_repo.replace("/", "--")) / "refs" / entry.revision
+    ref = settings.cache_dir / ("models--" + model.repo.replace("/", "--")) / "refs" / model.revision
     ref.parent.mkdir(parents=True, exist_ok=True)
     ref.write_text(commit)
 
@@ -320,9 +329,9 @@ def _is_connection_problem(error: Exception) -> bool:
     return isinstance(error, ConnectionError)
 
 
-def _verified_result(entry: CatalogueEntry, path: Path, files: list[str], downloaded: int) -> PullResult:
-    if entry.hub_file is not None:
-        verify_file(path, entry.sha256)
+def _verified_result(model: HubModel, path: Path, files: list[str], downloaded: int) -> PullResult:
+    if model.file is not None:
+        verify_file(path, model.sha256)
         return PullResult(path, downloaded, path.resolve().stat().st_size, 1)
     total = 0
     for name in files:
@@ -333,15 +342,13 @@ def _verified_result(entry: CatalogueEntry, path: Path, files: list[str], downlo
     return PullResult(path, downloaded, total, len(files))
 
 
-def remove(entry: CatalogueEntry, settings: HubSettings | None = None) -> int:
+def remove(model: HubModel, settings: HubSettings | None = None) -> int:
     """Delete a pulled model from the HF cache; returns the bytes freed (0 if it was not there)."""
     settings = settings or HubSettings.from_environment()
-    if not entry.is_hub:
-        raise PullError(f"{entry.name} is not a downloaded model (source {entry.source}); Sharpen will not delete it")
-    if entry.hub_file is not None:
-        path = cached_path(entry, settings)
+    if model.file is not None:
+        path = cached_path(model, settings)
         return _remove_cached(path) if path is not None else 0
-    folder = _snapshot_folder(entry, settings)
+    folder = _snapshot_folder(model, settings)
     if folder is None:
         return 0
     return sum(_remove_cached(file) for file in sorted(folder.rglob("*")) if file.is_symlink() or file.is_file())

@@ -21,7 +21,7 @@ from router.profile import ArCosts, CostProfile, DiffusionCosts
 from router.request import DiffusionPlan, EngineName, Estimate
 
 DREAM_EPS = DiffusionSettings().eps
-# The tokens a draft asked for n is expected to write, by engine (router/lengths.py learns them).
+# The tokens a draft asked for n is expected to write, by engine (router/expected_lengths.py learns them).
 ExpectedTokens = Callable[[EngineName, int], float]
 
 

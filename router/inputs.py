@@ -21,7 +21,7 @@ from models.gguf_info import GGUFInfo
 from models.hf_checkpoint import inspect_checkpoint, is_checkpoint_folder
 from models.remote import RemoteSource
 from router.cost import ExpectedTokens, asked_length
-from router.lengths import LEARNT_KINDS, LengthBook, load_lengths
+from router.expected_lengths import LEARNT_KINDS, LengthBook, load_lengths
 from router.policy import decide
 from router.profile import CostProfile, DeviceClass, ModelSize, estimate_profile, load_profile
 from router.request import DiffusionPlan, EngineName, Kind, Policy, QualityGap, Request, Route

@@ -39,7 +39,7 @@ def decide(
 ) -> Route:
     """Choose an engine for `request` among those whose model is present (`models`: engine -> model name).
     `quality_gap`: the draft model's measured quality against AR's, where the catalogue has it; `expected`:
-    the tokens each engine's drafts of this kind are expected to write (router/lengths.py), which the
+    the tokens each engine's drafts of this kind are expected to write (router/expected_lengths.py), which the
     estimated waits are for; the engines are compared for the length asked."""
     if request.output_tokens < 1:
         raise ValueError("a request must ask for at least one token")

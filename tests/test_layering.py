@@ -87,3 +87,76 @@ def test_app_packages_import_only_those_below_them(part: str) -> None:
 def test_app_holds_only_the_service_and_its_packages() -> None:
     top = sorted(path.name for path in (ROOT / "app").iterdir() if path.suffix == ".py")
     assert top == ["__init__.py", "errors.py", "service.py"]
+
+
+# No circle of imports between the product's modules, counting imports inside functions (a lazy import hides a
+# circle, it does not open it); a package's __init__ and the modules inside it aside.
+PRODUCT = ("app", "engines", "router", "models", "ui")
+
+
+def module_names(root: Path, packages: tuple[str, ...]) -> dict[str, Path]:
+    names: dict[str, Path] = {}
+    for package in packages:
+        for path in (root / package).rglob("*.py"):
+            parts = path.relative_to(root).with_suffix("").parts
+            names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return names
+
+
+def import_graph(root: Path, packages: tuple[str, ...]) -> dict[str, set[str]]:
+    """Each module's imports of the others: `from a import b` is of a.b where that is a module, else of a."""
+    names = module_names(root, packages)
+
+    def module_of(name: str) -> str:
+        while name and name not in names:
+            name = name.rpartition(".")[0]
+        return name
+
+    graph: dict[str, set[str]] = {}
+    for name, path in names.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        imported: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                imported |= {module_of(alias.name) for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    above = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*above, base] if base else above)
+                imported |= {module_of(f"{base}.{alias.name}") for alias in node.names}
+        graph[name] = {
+            other
+            for other in imported
+            if other and other != name and not name.startswith(f"{other}.") and not other.startswith(f"{name}.")
+        }
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[str]:
+    """Each import that closes a circle: `a -> b` where a module b reaches imports a again."""
+    reach: dict[str, set[str]] = {}
+    for start in graph:
+        seen: set[str] = set()
+        todo = [start]
+        while todo:
+            for following in graph.get(todo.pop(), set()) - seen:
+                seen.add(following)
+                todo.append(following)
+        reach[start] = seen
+    return sorted(f"{name} -> {other}" for name, others in graph.items() for other in others if name in reach[other])
+
+
+def test_no_product_modules_import_each_other_in_a_circle() -> None:
+    assert import_cycles(import_graph(ROOT, PRODUCT)) == []
+
+
+def test_a_circle_through_a_lazy_relative_import_is_found(tmp_path: Path) -> None:
+    (tmp_path / "shop" / "parts").mkdir(parents=True)
+    (tmp_path / "shop" / "__init__.py").write_text("from shop.parts import till\n")
+    (tmp_path / "shop" / "parts" / "__init__.py").write_text("")
+    (tmp_path / "shop" / "parts" / "till.py").write_text("def total():\n    from ..stock import count\n")
+    (tmp_path / "shop" / "stock.py").write_text("from shop.parts.till import total\nimport shop\n")
+    graph = import_graph(tmp_path, ("shop",))
+    assert graph["shop"] == set() and graph["shop.stock"] == {"shop.parts.till"}, "a package's own __init__ aside"
+    assert import_cycles(graph) == ["shop.parts.till -> shop.stock", "shop.stock -> shop.parts.till"]

@@ -13,8 +13,8 @@ from app.cli.plot import LONGEST, PLOT_WIDTH, SHORTEST, CostChart, Crossover, Cu
 from app.service import SharpenService
 from app.storage.atomic import write_atomic
 from app.storage.config import at_least
-from router.calibration import QUICK, CalibrationSizes
 from router.cost import DiffusionPlan, diffusion_faster, draft_estimates
+from router.cost_measurement import QUICK, CalibrationSizes
 from router.policy import SHORT_OUTPUT_TOKENS, STEPS_PER_TOKEN, diffusion_plan
 from router.profile import CostProfile, render_profile
 from router.request import ENGINES, KINDS, POLICIES, QUALITIES, EngineName, Estimate, Request
@@ -178,7 +178,7 @@ def calibrate(args: argparse.Namespace) -> int:
 
 
 def print_draft_lengths(sharpen: SharpenService, present: dict[EngineName, str]) -> None:
-    """How long each engine's drafts of the configured length are expected to run (router/lengths.py): what
+    """How long each engine's drafts of the configured length are expected to run (router/expected_lengths.py): what
     the wait for a draft is estimated for. The engines are compared, above, for the length asked."""
     book, warning = sharpen.routing.draft_lengths()
     if warning:

@@ -49,6 +49,11 @@ class DraftRequest:
     stop: tuple[str, ...] = ()
 
     @property
+    def given_options(self) -> dict[str, Any]:
+        """The options this request sets (its overrides that are not None)."""
+        return {name: value for name, value in self.overrides.items() if value is not None}
+
+    @property
     def asked(self) -> str:
         """What the model is asked to do ("" for none: write what belongs in the gap)."""
         if self.kind == "infill" and self.instruction.strip():

@@ -1,7 +1,7 @@
 """What one request gets back, for every front end (the TUI, the CLI, the server).
 
-In the shape of simonw/llm's `Model.prompt() -> Response`: SharpenService takes a request, routes it,
-settles its options and hands the route and the chosen engine's job (app/orchestration/drafters.py) to a Reply.
+In the shape of simonw/llm's `Model.prompt() -> Response`: SharpenService takes a request, routes it and
+hands the route and the job the chosen engine's drafter made (app/orchestration/drafters.py) to a Reply.
 Iterating the Reply opens the job (in the caller's thread: the TUI's worker, the CLI's main thread) and
 yields its events; afterwards the Reply holds its passes, its final text and stats, what the model was
 given of the document, and builds its own trace and JSON.

@@ -14,7 +14,7 @@ from app.storage.config import Config, ConfigError, DiffusionSection, read_raw
 from engines.diffusion.settings import DiffusionSettings
 from engines.options import options
 from models.decoding import file_decoding
-from router.request import DiffusionPlan, Route
+from router.request import DiffusionPlan
 
 
 class DraftSettings:
@@ -37,14 +37,6 @@ class DraftSettings:
         """What the router's estimates need of the settings."""
         chosen = settings or self.resolve()
         return DiffusionPlan(chosen.steps, chosen.block_length, chosen.threshold, chosen.schedule)
-
-    @staticmethod
-    def routed(route: Route, settings: DiffusionSettings, steps_fixed: bool = False) -> DiffusionSettings:
-        """The settings a diffusion route runs with: the router's K (scaled by the quality preset), unless the
-        request fixed the steps or a confidence threshold decides the passes."""
-        if steps_fixed or settings.threshold is not None or route.plan is None:
-            return settings
-        return replace(settings, steps=route.plan.steps)
 
     def _model_decoding(self) -> dict[str, Any]:
         name = self._config().models.draft.strip()

@@ -1,26 +1,49 @@
-"""Each engine's drafter: it lays out its own engine's prompt and fits the document around the cursor to its
-own engine's context, as simonw/llm's models own `execute()`.
+"""Each engine's drafter: it settles its own options for a routed draft (AR: Sampling from the config and the
+request; diffusion: the draft settings with the router's passes), lays out its own engine's prompt and fits the
+document around the cursor to its own engine's context, as simonw/llm's models own `execute()`.
 
-A drafter turns a request and its typed options (AR: Sampling; diffusion: DiffusionSettings) into a Job:
-nothing runs until the Reply opens it, in the caller's thread; opening loads the engine, fits the document
-and starts the engine's stream, and returns what the model was given of the document with the events.
+A drafter turns a request into a Job: nothing runs until the Reply opens it, in the caller's thread; opening
+loads the engine, fits the document and starts the engine's stream, and returns what the model was given of
+the document with the events.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Protocol
 
 from app.domain.context import ContextUse, document_instruction, fit_context
 from app.domain.draft_request import DraftRequest
 from app.domain.job import Job, Opened
+from app.storage.config import Config
 from engines.ar_engine import AREngine, Sampling, TrimPolicy, fim_budgets
 from engines.cancel import CancelToken
 from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.settings import DiffusionSettings
 from engines.diffusion.settled import stopping_at
-from engines.events import Done, Pass
 from engines.messages import Instruction
+from router.request import Route
+
+# What stands for each side of the document while a prompt's framing is measured (a heading is laid out
+# only for a side that has text).
+STAND_IN = "."
+
+DocumentLayout = Callable[[DraftRequest, str, str], Instruction]
+
+
+class Drafter(Protocol):
+    """What the service asks of an engine's drafter: a routed draft, with the draft settings it was routed on,
+    ready to run."""
+
+    def draft(
+        self,
+        request: DraftRequest,
+        tokens: int,
+        route: Route,
+        settings: DiffusionSettings,
+        cancel: CancelToken | None,
+    ) -> Job: ...
 
 
 def _fitted(
@@ -31,24 +54,59 @@ def _fitted(
     return fit_context(request.before, request.after, budget, engine.count_tokens, after_at_most=after_at_most)
 
 
+def _document_in_request(
+    request: DraftRequest,
+    room: int,
+    layout: DocumentLayout,
+    measure: Callable[[Instruction], int],
+    count: Callable[[str], int],
+) -> tuple[Instruction, ContextUse]:
+    """The request with the document laid into it by `layout`, the document fitted to the `room` its prompt
+    leaves: what the prompt holds besides the document (the template, the history, the request and the
+    headings) is measured once, laid out with stand-ins for the document's two sides."""
+    framing = measure(layout(request, STAND_IN, STAND_IN))
+    context = fit_context(request.before, request.after, room - framing, count)
+    return layout(request, context.before, context.after), context
+
+
+def _sampling(
+    configured: float,
+    temperature: float | None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    no_repeat_ngram: int = 0,
+) -> Sampling:
+    """AR sampling at the configured temperature unless one is given, with the top_p and seed given."""
+    chosen = Sampling(
+        temperature=configured if temperature is None else temperature, seed=seed, no_repeat_ngram=no_repeat_ngram
+    )
+    return chosen if top_p is None else replace(chosen, top_p=top_p)
+
+
 class ArDrafter:
     """The AR engine's prompts: completions (fill-in-the-middle where the model has it), chat replies, and
     drafts into a document."""
 
-    def __init__(self, engine: Callable[[], AREngine]) -> None:
+    def __init__(self, engine: Callable[[], AREngine], config: Callable[[], Config]) -> None:
         self.engine = engine
+        self.config = config
 
     def completion(
         self,
         prefix: str,
         suffix: str | None,
         tokens: int,
-        sampling: Sampling,
         cancel: CancelToken | None,
         *,
         stop: Sequence[str] = (),
         trim: TrimPolicy = "left",
+        temperature: float | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
     ) -> Job:
+        """A continuation of `prefix`, sampled as [complete] configures unless the call says otherwise."""
+        sampling = _sampling(self.config().complete.temperature, temperature, top_p, seed)
+
         def start() -> Opened:
             engine = self.engine()
             events = engine.complete(
@@ -62,10 +120,17 @@ class ArDrafter:
         self,
         instruction: Instruction,
         tokens: int,
-        sampling: Sampling,
         cancel: CancelToken | None,
         stop: Sequence[str] = (),
+        *,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
     ) -> Job:
+        """A chat reply, sampled as [chat] configures unless the call says otherwise."""
+        chat = self.config().chat
+        sampling = _sampling(chat.temperature, temperature, top_p, seed, chat.no_repeat_ngram)
+
         def start() -> Opened:
             engine = self.engine()
             events = engine.chat(instruction, max_tokens=tokens, stop=tuple(stop), sampling=sampling, cancel=cancel)
@@ -73,8 +138,32 @@ class ArDrafter:
 
         return Job(tokens, start)
 
-    def draft(self, request: DraftRequest, tokens: int, sampling: Sampling, cancel: CancelToken | None) -> Job:
+    def draft(
+        self,
+        request: DraftRequest,
+        tokens: int,
+        route: Route,
+        settings: DiffusionSettings,
+        cancel: CancelToken | None,
+    ) -> Job:
+        """A draft sampled as a chat reply where the request asks for something, as a completion where it does
+        not, with the request's own temperature, top_p and seed (the route and the diffusion settings are the
+        diffusion drafter's)."""
+        config, given = self.config(), request.given_options
+        sampling = _sampling(
+            config.chat.temperature if request.asked else config.complete.temperature,
+            given.get("temperature"),
+            given.get("top_p"),
+            given.get("seed"),
+            config.chat.no_repeat_ngram,
+        )
         return Job(tokens, lambda: self._open_draft(request, tokens, sampling, cancel))
+
+    @staticmethod
+    def document_prompt(request: DraftRequest, before: str, after: str) -> Instruction:
+        """An AR draft into a document, laid out: the request with the document around the cursor under headings
+        (an AR model cannot be given the text after its reply any other way)."""
+        return request.conversation(document_instruction(request.asked, before, after))
 
     def _open_draft(self, request: DraftRequest, tokens: int, sampling: Sampling, cancel: CancelToken | None) -> Opened:
         engine = self.engine()
@@ -91,15 +180,18 @@ class ArDrafter:
             before, after = (context.before, context.after) if context is not None else ("", "")
             events = engine.complete(before, after, max_tokens=tokens, stop=stop, sampling=sampling, cancel=cancel)
             return Opened(events, engine, context)
-        asked, context = request.asked, None
+        conversation: Instruction
         if request.kind == "draft" and (request.before or request.after):
-            # The document goes into the request: the reply is the text for the cursor. The prompt's
-            # template, history and the words around the document are measured with a stand-in for it.
-            framing = engine.chat_prompt_length(request.conversation(document_instruction(asked, ".", ".")))
-            context = _fitted(request, engine.context_length - tokens - framing, engine)
-            if context is not None:
-                asked = document_instruction(asked, context.before, context.after)
-        conversation = request.conversation(asked)
+            # The document goes into the request: the reply is the text for the cursor.
+            conversation, context = _document_in_request(
+                request,
+                engine.context_length - tokens,
+                self.document_prompt,
+                engine.chat_prompt_length,
+                engine.count_tokens,
+            )
+        else:
+            conversation, context = request.conversation(), None
         events = engine.chat(conversation, max_tokens=tokens, stop=stop, sampling=sampling, cancel=cancel)
         return Opened(events, engine, context)
 
@@ -111,16 +203,43 @@ class DiffusionDrafter:
     def __init__(self, engine: Callable[[], DiffusionEngine]) -> None:
         self.engine = engine
 
-    def draft(self, request: DraftRequest, tokens: int, settings: DiffusionSettings, cancel: CancelToken | None) -> Job:
-        return Job(tokens, lambda: self._open_draft(request, tokens, settings, cancel), settings)
+    def draft(
+        self,
+        request: DraftRequest,
+        tokens: int,
+        route: Route,
+        settings: DiffusionSettings,
+        cancel: CancelToken | None,
+    ) -> Job:
+        """A draft with the router's K passes (scaled by the quality preset), unless the request fixed the steps
+        or a confidence threshold decides the passes."""
+        chosen = settings
+        if "steps" not in request.given_options and settings.threshold is None and route.plan is not None:
+            chosen = replace(settings, steps=route.plan.steps)
+        return Job(tokens, lambda: self._open_draft(request, tokens, chosen, cancel), chosen)
+
+    @staticmethod
+    def document_prompt(request: DraftRequest, before: str, after: str) -> Instruction:
+        """A block-causal model's draft into a document, laid out: it never reads past the block it refines, so
+        the document goes into the request, as the AR drafter lays it out (and as the drafter was trained to
+        read it)."""
+        return request.conversation(document_instruction(request.asked, before, after))
 
     def _open_draft(
         self, request: DraftRequest, tokens: int, settings: DiffusionSettings, cancel: CancelToken | None
     ) -> Opened:
         engine = self.engine()
         own = CancelToken(parent=cancel)  # also stops the passes once a stop string has settled
+        context: ContextUse | None
         if request.asked and request.kind == "draft" and engine.block_causal and (request.before or request.after):
-            events, context = self._document_in_request(engine, request, tokens, settings, own)
+            instruction, context = _document_in_request(
+                request,
+                engine.context_length - tokens,
+                self.document_prompt,
+                lambda prompt: len(engine.instruction_prompt(prompt, chat=request.chat)),
+                engine.count_tokens,
+            )
+            events = engine.draft(instruction, tokens, settings, chat=request.chat, cancel=own)
         else:
             asked = request.conversation() if request.asked else ""
             prompt = len(engine.instruction_prompt(asked, chat=request.chat)) if asked else 1
@@ -134,16 +253,3 @@ class DiffusionDrafter:
         if request.stop:
             events = stopping_at(events, request.stop, engine.decode, own)
         return Opened(events, engine, context)
-
-    @staticmethod
-    def _document_in_request(
-        engine: DiffusionEngine, request: DraftRequest, tokens: int, settings: DiffusionSettings, cancel: CancelToken
-    ) -> tuple[Iterator[Pass | Done], ContextUse | None]:
-        """A block-causal model never reads past the block it refines: the document goes into the request, as
-        the AR drafter lays it out (and as the drafter was trained to read it)."""
-        framing = engine.instruction_prompt(
-            request.conversation(document_instruction(request.asked, ".", ".")), chat=request.chat
-        )
-        context = _fitted(request, engine.context_length - tokens - len(framing), engine)
-        asked = document_instruction(request.asked, context.before, context.after) if context else request.asked
-        return engine.draft(request.conversation(asked), tokens, settings, chat=request.chat, cancel=cancel), context

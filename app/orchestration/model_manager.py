@@ -239,11 +239,11 @@ class ModelManager:
             raise PullError(
                 f"{name} is {'embedded in Sharpen' if entry.is_embedded else 'a local model'}: nothing to pull"
             )
-        if not force and cached_path(entry, settings) is None:
+        if not force and cached_path(entry.hub_model, settings) is None:
             self.require_fit(entry, action=f"download {name}", override="`--force` downloads it anyway.")
             if not settings.offline:
                 require_disk(entry, settings.cache_dir, override="`--force` downloads it anyway.")
-        result = pull(entry, settings=settings, progress=progress)
+        result = pull(entry.hub_model, settings=settings, progress=progress)
         if entry.role == "draft" and entry.format == "gguf" and result.path.is_file():
             with contextlib.suppress(ModelFileError):  # a file llama.cpp cannot read says so when it is used
                 self.served_file(result.path, progress=twin_progress)
@@ -262,7 +262,11 @@ class ModelManager:
         with contextlib.suppress(ModelError):
             path = self.resolve(name).path
             twin_freed = remove_twin(path, self.twins_dir) if path.is_file() else 0
-        return remove(entry) + twin_freed
+        if not entry.is_hub:
+            raise PullError(
+                f"{entry.name} is not a downloaded model (source {entry.source}); Sharpen will not delete it"
+            )
+        return remove(entry.hub_model) + twin_freed
 
     @property
     def twins_dir(self) -> Path:

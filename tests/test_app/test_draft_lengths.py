@@ -14,7 +14,7 @@ from app.service import SharpenService
 from app.storage.config import load_config, set_value
 from app.storage.paths import sharpen_paths
 from engines.cancel import CancelToken
-from router.lengths import MIN_DRAFTS, LengthBook, load_lengths
+from router.expected_lengths import MIN_DRAFTS, LengthBook, load_lengths
 from router.request import Request
 
 PROMPTS = ("Write a one-line thank-you note to Sam.", "Say hello to Ana in one sentence.", "Write a short reminder.")

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-import app.orchestration.calibrating as calibrating
+import app.orchestration.machine_calibration as machine_calibration
 from app.domain.draft_request import DraftRequest
-from app.orchestration.calibrating import LEARN_MIN_TOKENS, LEARNING_RATE
+from app.orchestration.machine_calibration import LEARN_MIN_TOKENS, LEARNING_RATE
 from app.service import SharpenService
 from app.storage.atomic import write_atomic
 from app.storage.config import load_config, set_value
@@ -76,7 +76,7 @@ def test_a_model_estimated_too_slow_to_measure_quickly_is_left_to_sharpen_calibr
     tiny_cacheable_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # As for an 8B model on a CPU: a pass over 64 positions estimated longer than the limit.
-    monkeypatch.setattr(calibrating, "QUICK_PASS_LIMIT_S", 0.0)
+    monkeypatch.setattr(machine_calibration, "QUICK_PASS_LIMIT_S", 0.0)
     service = fresh_install(tiny_cacheable_path)
     assert service.calibrations.needed() == ["ar"]
     assert "the AR model measured on this machine first" in drafted(service)

@@ -24,7 +24,7 @@ from app.service import SharpenService
 from app.storage.config import Config, ModelsSection
 from app.storage.paths import SharpenPaths
 from engines.errors import EngineBusy, EngineError
-from router.calibration import QUICK
+from router.cost_measurement import QUICK
 
 INSTRUCTION = "Write a short email to Sam declining the Friday meeting politely."
 # Forces the diffusion engine through the `sharpen` extension field of a request body.

@@ -174,6 +174,7 @@ def test_a_block_causal_drafter_reads_the_document_in_its_request(tiny_llama_pat
     from engines.diffusion.engine import DiffusionEngine
     from engines.diffusion.settings import DiffusionSettings
     from engines.events import Done
+    from router.request import Route
 
     model = base_model(tiny_llama_path)
     path = write_adapter(
@@ -184,7 +185,8 @@ def test_a_block_causal_drafter_reads_the_document_in_its_request(tiny_llama_pat
     )
     assert engine.block_causal
     request = DraftRequest("draft", "Add a sentence.", before="Dear Sam,\n\n", after="\n\nBest, Ana", tokens=8)
-    opened = DiffusionDrafter(lambda: engine).draft(request, 8, DiffusionSettings(block_length=4), None).open()
+    drafter = DiffusionDrafter(lambda: engine)
+    opened = drafter.draft(request, 8, Route("diffusion", "t", 8), DiffusionSettings(block_length=4), None).open()
     done = next(e for e in opened.events if isinstance(e, Done))
     laid_out = engine.instruction_prompt(document_instruction("Add a sentence.", "Dear Sam,\n\n", "\n\nBest, Ana"))
     assert done.stats.prompt_tokens == len(laid_out)

@@ -1,4 +1,4 @@
-"""How long each engine's drafts run (router/lengths.py), and estimates for the length a draft will write."""
+"""How long each engine's drafts run (router/expected_lengths.py), and estimates for the length a draft will write."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from router.cost import DiffusionPlan, diffusion_faster, draft_estimates, estimate_ar
-from router.lengths import (
+from router.expected_lengths import (
     KEPT_DRAFTS,
     MIN_DRAFTS,
     DraftLengths,

@@ -1,4 +1,4 @@
-"""Recording how long each finished draft ran (router/lengths.py), so the next route's estimates are for the
+"""Recording how long each finished draft ran (router/expected_lengths.py), so the next route's estimates are for the
 length a draft will write."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import threading
 
 from app.storage.atomic import write_atomic
 from engines.events import FinishReason
+from router.expected_lengths import LEARNT_KINDS, WrittenDraft, render_lengths
 from router.inputs import RouteInputs
-from router.lengths import LEARNT_KINDS, WrittenDraft, render_lengths
 from router.policy import SHORT_OUTPUT_TOKENS
 from router.request import EngineName, Kind
 

@@ -13,8 +13,8 @@ from engines.diffusion.llama_backend import LlamaDiffusionBackend
 from engines.diffusion.settings import DiffusionSettings
 from engines.events import DiffusionStats, FinishReason
 from engines.llama_ar import LlamaAREngine
-from router.calibration import QUICK, CalibrationCancelled, calibrate, draft_scale
 from router.cost import estimate_diffusion
+from router.cost_measurement import QUICK, CalibrationCancelled, calibrate, draft_scale
 from router.profile import CostProfile, DiffusionCosts, default_profile, load_profile, save_profile
 from router.request import DiffusionPlan
 

@@ -14,8 +14,8 @@ from app.orchestration.draft_settings import DraftSettings
 from app.orchestration.engine_registry import EngineRegistry
 from app.storage.atomic import write_atomic
 from engines.cancel import CancelToken
-from router.calibration import QUICK, CalibrationCancelled, CalibrationSizes, Progress, calibrate
 from router.cost import estimate_ar, pass_seconds
+from router.cost_measurement import QUICK, CalibrationCancelled, CalibrationSizes, Progress, calibrate
 from router.inputs import RouteInputs
 from router.profile import CostProfile, load_profile, save_profile
 from router.request import EngineName

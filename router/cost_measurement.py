@@ -136,7 +136,7 @@ def draft_scale(stats: DiffusionStats, settings: DiffusionSettings, line: Diffus
         decoded = min(decoded, math.ceil((stats.generated_tokens + 1) / block) * block)
     plan = DiffusionPlan(stats.passes, settings.block_length, None, settings.schedule)
     expected = estimate_diffusion(decoded, stats.prompt_tokens, 0, plan, line).seconds
-    took = stats.total_s - stats.waited_s
+    took = stats.working_s
     return took / expected if expected > 0 and took > 0 else 1.0
 
 
