@@ -37,6 +37,18 @@ def test_package_imports_respect_the_layers(package: str) -> None:
     assert {file: bad for file, bad in offenders.items() if bad} == {}
 
 
+PRODUCT = ("app", "engines", "router", "models", "ui")
+
+
+@pytest.mark.parametrize("package", PRODUCT)
+def test_the_product_imports_nothing_from_training(package: str) -> None:
+    """training/ stays in the checkout (it is not installed): what ships cannot need it."""
+    offenders = [
+        str(path.relative_to(ROOT)) for path in (ROOT / package).rglob("*.py") if "training" in imported_roots(path)
+    ]
+    assert offenders == []
+
+
 def test_cli_start_up_imports_no_heavy_libraries() -> None:
     code = "import sys, app.cli; print(sorted(m for m in ('torch', 'textual', 'bitsandbytes') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout

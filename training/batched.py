@@ -1,7 +1,8 @@
 """Greedy replies to many prompts at once through one llama.cpp context (continuous batching).
 
 On a CPU one stream leaves each weight matrix used once per token; decoding several sequences per pass
-reuses it for all of them. For writing training data, where throughput matters and latency does not.
+reuses it for all of them. For writing training data (the teacher, teacher.py), where throughput matters and
+latency does not.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from llama_cpp import _internals
 
 from engines.errors import EngineError, InvalidRequestError
 from engines.events import FinishReason
+from engines.llama_ar import LlamaAREngine
 from engines.repeats import NoRepeatNgram
 from engines.threads import available_cores
 
@@ -34,6 +36,27 @@ class _Slot:
     position: int
     tokens: list[int] = field(default_factory=list)
     repeats: NoRepeatNgram | None = None
+
+
+def greedy_batch(
+    engine: LlamaAREngine,
+    prompts: Sequence[Sequence[int]],
+    max_tokens: int,
+    *,
+    parallel: int = 8,
+    no_repeat_ngram: int = 0,
+) -> Iterator[BatchedReply]:
+    """Greedy replies to many prompts through the AR engine's model, `parallel` at a time in a context of their
+    own, as each finishes; the engine serves nothing else meanwhile (its calls are serialised by its lock)."""
+    with engine._lock:
+        yield from greedy_replies(
+            engine._llama,
+            prompts,
+            max_tokens,
+            parallel=parallel,
+            n_threads=engine.settings.n_threads,
+            no_repeat_ngram=no_repeat_ngram,
+        )
 
 
 def greedy_replies(

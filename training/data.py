@@ -17,7 +17,7 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from models.training.tokenizer import SpecialIds, special_ids
+from training.tokenizer import SpecialIds, special_ids
 
 # A sentence or a line: text up to and including its closing punctuation (and a closing quote/bracket).
 _SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+[\"')\]]?|(?=\n)|$)")

@@ -17,7 +17,7 @@ import string
 from collections.abc import Mapping, Sequence
 
 from app.domain.context import document_instruction, rewrite_instruction
-from models.training.open_prompts import POOLS, OpenInstruction, held_out_value
+from training.open_prompts import POOLS, OpenInstruction, held_out_value
 
 DOCUMENT_FIRST_ID = 200_000
 REWRITE_FIRST_ID = 300_000

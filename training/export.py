@@ -24,10 +24,10 @@ from tokenizers import Tokenizer
 
 from models.hf_checkpoint import TransformerSpec, expected_tensors
 from models.layouts import to_gguf
-from models.training.tokenizer import CHAT_TEMPLATE, gguf_vocabulary, special_ids
+from training.tokenizer import CHAT_TEMPLATE, gguf_vocabulary, special_ids
 
 if TYPE_CHECKING:
-    from models.training.model import ModelShape  # imports torch, which writing a GGUF does not need
+    from training.model import ModelShape  # imports torch, which writing a GGUF does not need
 
 ARCH = "llama"
 

@@ -9,10 +9,10 @@ between calls names the calls to carry again. A file is joined only when every c
 matches its sha256. The standard library and this checkout only: it runs on the GPU machine before anything is
 installed there.
 
-    here:   .venv/bin/python -m models.training.gpu_payload prepare --base BASE.gguf --file examples.pt ...
-    there:  python3 -m models.training.gpu_payload stash .device-train --into /var/tmp/sharpen-payload
-    there:  python3 -m models.training.gpu_payload pick RUN_DIR... --out "$OUT"
-    here:   .venv/bin/python -m models.training.gpu_payload join FILES_AT/NAME.manifest.json --out NAME
+    here:   .venv/bin/python -m training.gpu_payload prepare --base BASE.gguf --file examples.pt ...
+    there:  python3 -m training.gpu_payload stash .device-train --into /var/tmp/sharpen-payload
+    there:  python3 -m training.gpu_payload pick RUN_DIR... --out "$OUT"
+    here:   .venv/bin/python -m training.gpu_payload join FILES_AT/NAME.manifest.json --out NAME
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from models.hub import sha256_of
-from models.training.selection import BEST_ADAPTER_NAME, adapter_rank
+from training.selection import BEST_ADAPTER_NAME, adapter_rank
 
 MiB = 1 << 20
 CALL_BYTES = 64 * MiB  # what one device call carries: the working tree and the carried paths together
@@ -181,7 +181,7 @@ class RunBest:
 
 
 def run_best(run: Path) -> RunBest | None:
-    """A training run's best logged row, as models/training/adapt.py chooses it: the highest one-pass accuracy
+    """A training run's best logged row, as training/adapt/run.py chooses it: the highest one-pass accuracy
     on the unseen pairs where logged, ties to the lowest held-out loss; None for a run that logged no
     evaluation after its start."""
     log = run / "training_log.csv"

@@ -8,7 +8,6 @@ cacheable `llama` GGUF).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -164,14 +163,3 @@ def from_interleaved_layout(state: dict[str, torch.Tensor], heads: int) -> dict[
             name = ".".join([*parts[:2], names[parts[2]], *parts[3:]])
         converted[name] = tensor.contiguous()
     return converted
-
-
-def count_to_str(count: int) -> str:
-    return f"{count / 1e6:.1f}M" if count >= 1e6 else f"{count / 1e3:.0f}K"
-
-
-def cosine_rate(step: int, total: int, peak: float, warmup: int) -> float:
-    if step < warmup:
-        return peak * (step + 1) / warmup
-    progress = min(1.0, (step - warmup) / max(1, total - warmup))
-    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))

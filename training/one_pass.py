@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from models.training.block_loss import block_causal_logits
 from models.transformer import DiffusionTransformer
+from training.block_loss import block_causal_logits
 
 THRESHOLDS = (0.9, 0.7, 0.5, 0.3)
 

@@ -311,7 +311,7 @@ MODIFIERS = (
 )
 QUOTING = frozenset({"email", "paragraph"})
 OPEN_FIRST_ID = 100_000  # after the templated set's ids
-FORMS_FIRST_ID = 400_000  # after the document and rewrite sets' (app/tools/document_prompts.py)
+FORMS_FIRST_ID = 400_000  # after the document and rewrite sets' (training/document_prompts.py)
 
 
 def held_out_value(value: str) -> bool:

@@ -1,5 +1,5 @@
 """How a training run ranks its adapters: in one place for the run that keeps its best
-(models/training/adapt.py) and for the GPU trip that brings the best run's back (models/training/gpu_payload.py).
+(training/adapt/run.py) and for the GPU trip that brings the best run's back (training/gpu_payload.py).
 Standard library only, as the trip's first steps on the GPU machine are."""
 
 from __future__ import annotations

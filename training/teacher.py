@@ -12,23 +12,24 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from app.tools.document_prompts import (
+from engines.ar_engine import Sampling
+from engines.events import Done, GenerationStats
+from engines.llama_ar import LlamaAREngine
+from training.batched import greedy_batch
+from training.data import clean_draft
+from training.document_prompts import (
     DOCUMENT_FIRST_ID,
     REWRITE_FIRST_ID,
     document_instructions,
     paragraphs_of,
     rewrite_instructions,
 )
-from engines.ar_engine import Sampling
-from engines.events import Done, GenerationStats
-from engines.llama_ar import LlamaAREngine
-from models.training.data import clean_draft
-from models.training.open_prompts import FORM_KINDS, FORMS_FIRST_ID, OPEN_FIRST_ID, open_instructions
-from models.training.prompts import instructions
+from training.open_prompts import FORM_KINDS, FORMS_FIRST_ID, OPEN_FIRST_ID, open_instructions
+from training.prompts import instructions
 
 
 class TeacherPrompt(Protocol):
-    """An instruction for the teacher: models.training.prompts.Instruction or open_prompts.OpenInstruction."""
+    """An instruction for the teacher: training.prompts.Instruction or open_prompts.OpenInstruction."""
 
     @property
     def id(self) -> int: ...
@@ -168,5 +169,5 @@ def _greedy(
     engine: LlamaAREngine, todo: list[TeacherPrompt], max_tokens: int, parallel: int, no_repeat_ngram: int
 ) -> Iterator[Draft]:
     prompts = [engine.chat_prompt(instruction.teacher_message, max_tokens) for instruction in todo]
-    for reply in engine.greedy_batch(prompts, max_tokens, parallel=parallel, no_repeat_ngram=no_repeat_ngram):
+    for reply in greedy_batch(engine, prompts, max_tokens, parallel=parallel, no_repeat_ngram=no_repeat_ngram):
         yield todo[reply.index], engine.detokenize(reply.tokens), len(reply.tokens), reply.finish_reason

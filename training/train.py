@@ -1,9 +1,9 @@
 """Train Sharpen's embedded diffusion model end to end; the shipped one in two stages (6 layers, then
 grown to 12 and trained on; scripts/train-embedded-model runs both):
 
-    .venv/bin/python -m models.training.train --out models/training/out/stage1 --minutes 65
-    .venv/bin/python -m models.training.train --out models/training/out --minutes 60 \
-        --init-from models/training/out/stage1/checkpoint.pt --layers 12 --peak-lr 1e-3 --warmup 20
+    .venv/bin/python -m training.train --out training/out/stage1 --minutes 65
+    .venv/bin/python -m training.train --out training/out --minutes 60 \
+        --init-from training/out/stage1/checkpoint.pt --layers 12 --peak-lr 1e-3 --warmup 20
 
 1. a 4096-token byte-level BPE on the instructions and drafts; 2. sequences of <|user|> instruction
 <|assistant|> draft and end-of-text padding, each batch cut to a random length; 3. LLaDA's masked-diffusion fine-tuning
@@ -26,21 +26,20 @@ from pathlib import Path
 
 import torch
 
-from models.training.data import encode, is_held_out, load_pairs
-from models.training.export import export_checkpoint, export_gguf
-from models.training.model import (
+from models.transformer import DiffusionTransformer
+from training.data import encode, is_held_out, load_pairs
+from training.export import export_checkpoint, export_gguf
+from training.loop import cosine_rate, count_to_str, descend, spent
+from training.model import (
     ModelShape,
     build_model,
-    cosine_rate,
-    count_to_str,
     deepened,
     from_interleaved_layout,
     masked_diffusion_loss,
     parameter_count,
 )
-from models.training.plot import plot_log
-from models.training.tokenizer import special_ids, train_tokenizer
-from models.transformer import DiffusionTransformer
+from training.plot import plot_log
+from training.tokenizer import special_ids, train_tokenizer
 
 GGUF_NAME = "sharpen-draft-q8_0.gguf"
 CHECKPOINT_FOLDER = "sharpen-draft-hf"
@@ -120,12 +119,10 @@ def run(plan: TrainingPlan, log: Callable[[str], object] = print) -> TrainingRep
     rows: list[dict[str, float]] = []
     while True:
         elapsed = time.perf_counter() - started
-        if (plan.max_steps is not None and step >= plan.max_steps) or elapsed > budget_s:
+        if spent(plan, step, elapsed):
             break
         if step == 10 and plan.max_steps is None:  # now the speed is known: fit the schedule to the budget
             planned_steps = max(20, int(budget_s / (elapsed / step)))
-        for group in optimizer.param_groups:
-            group["lr"] = cosine_rate(step, planned_steps, plan.peak_lr, plan.warmup)
         batch = torch.randint(0, len(train_tokens), (plan.batch,), generator=generator)
         cut = canvas_cut(plan, generator)
         loss = masked_diffusion_loss(
@@ -136,10 +133,7 @@ def run(plan: TrainingPlan, log: Callable[[str], object] = print) -> TrainingRep
             generator,
             block_share=plan.block_share,
         )
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+        descend(optimizer, loss, model.parameters(), cosine_rate(step, planned_steps, plan.peak_lr, plan.warmup))
         step += 1
         tokens_seen += plan.batch * cut
         train_loss = loss.item() if train_loss != train_loss else 0.9 * train_loss + 0.1 * loss.item()
@@ -244,9 +238,9 @@ def evaluate(model: DiffusionTransformer, tokens: torch.Tensor, answer: torch.Te
 def main() -> None:
     parser = argparse.ArgumentParser(description="Train Sharpen's embedded diffusion model")
     parser.add_argument(
-        "--data", type=Path, nargs="+", default=[Path("models/training/data/drafts.jsonl")], help="files of pairs"
+        "--data", type=Path, nargs="+", default=[Path("training/data/drafts.jsonl")], help="files of pairs"
     )
-    parser.add_argument("--out", type=Path, default=Path("models/training/out"))
+    parser.add_argument("--out", type=Path, default=Path("training/out"))
     parser.add_argument("--minutes", type=float, default=65.0)
     parser.add_argument("--steps", type=int, default=None, help="stop after this many steps (tests)")
     parser.add_argument("--init-from", type=Path, default=None, help="continue from a checkpoint.pt")

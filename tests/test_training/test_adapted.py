@@ -39,8 +39,10 @@ from models.adapted import (  # noqa: E402
 )
 from models.errors import ModelFileError  # noqa: E402
 from models.hub import sha256_of  # noqa: E402
-from models.training.adapt import LoRALinear, base_model, encode_pairs, run  # noqa: E402
-from models.training.data import Pair  # noqa: E402
+from training.adapt.examples import encode_pairs  # noqa: E402
+from training.adapt.lora import LoRALinear, base_model  # noqa: E402
+from training.adapt.run import run  # noqa: E402
+from training.data import Pair  # noqa: E402
 
 
 def test_llama_cpp_with_the_adapter_computes_what_torch_computes(tiny_llama_path: Path, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from engines.errors import InvalidRequestError
 from engines.llama_ar import LlamaAREngine
+from training.batched import greedy_batch
 
 INSTRUCTIONS = (
     "Write a short note to a friend about the picnic.",
@@ -24,8 +25,8 @@ def test_every_reply_is_the_models_argmax_also_in_reused_slots(
     prompts = [ar_engine.chat_prompt(text, 24) for text in INSTRUCTIONS]
     # Two slots for three prompts: the third reuses a slot whose sequence was cleared. Each sequence's
     # rows are computed independently, so decoding them together changes nothing.
-    replies = sorted(ar_engine.greedy_batch(prompts, 24, parallel=2), key=lambda r: r.index)
-    one_at_a_time = sorted(ar_engine.greedy_batch(prompts, 24, parallel=1), key=lambda r: r.index)
+    replies = sorted(greedy_batch(ar_engine, prompts, 24, parallel=2), key=lambda r: r.index)
+    one_at_a_time = sorted(greedy_batch(ar_engine, prompts, 24, parallel=1), key=lambda r: r.index)
     assert [r.index for r in replies] == [0, 1, 2]
     assert replies == one_at_a_time
     scorer = llama_cpp.Llama(str(embedded_model_path), n_ctx=512, logits_all=True, verbose=False)
@@ -43,7 +44,7 @@ def test_every_reply_is_the_models_argmax_also_in_reused_slots(
 
 def test_bad_requests_are_refused(ar_engine: LlamaAREngine) -> None:
     with pytest.raises(InvalidRequestError, match="at least one token"):
-        list(ar_engine.greedy_batch([[1, 2], []], 8))
+        list(greedy_batch(ar_engine, [[1, 2], []], 8))
     with pytest.raises(InvalidRequestError, match="at least 1"):
-        list(ar_engine.greedy_batch([[1, 2]], 0))
-    assert list(ar_engine.greedy_batch([], 8)) == []
+        list(greedy_batch(ar_engine, [[1, 2]], 0))
+    assert list(greedy_batch(ar_engine, [], 8)) == []

@@ -31,8 +31,9 @@ from models.adapted import (  # noqa: E402
     write_merged_file,
 )
 from models.gguf_info import inspect_gguf  # noqa: E402
-from models.training.adapt import add_lora, base_model, load_adapter, run  # noqa: E402
-from models.training.block_loss import (  # noqa: E402
+from training.adapt.lora import add_lora, base_model, load_adapter  # noqa: E402
+from training.adapt.run import run  # noqa: E402
+from training.block_loss import (  # noqa: E402
     block_causal_logits,
     block_causal_loss,
     complementary_masks,
@@ -40,7 +41,7 @@ from models.training.block_loss import (  # noqa: E402
     training_masks,
     two_stream_mask,
 )
-from models.training.one_pass import THRESHOLDS, OnePassTally, tally_one_pass  # noqa: E402
+from training.one_pass import THRESHOLDS, OnePassTally, tally_one_pass  # noqa: E402
 
 
 def test_the_streams_attend_as_the_block_cache_does() -> None:
@@ -145,7 +146,7 @@ def test_block_training_writes_an_adapter_decoded_block_causally_and_resumes(
 
 def test_the_block_loss_learns(tiny_llama_path: Path) -> None:
     """A few optimiser steps on one batch lower the objective: its gradient reaches the LoRA."""
-    from models.training.adapt import add_lora
+    from training.adapt.lora import add_lora
 
     model = base_model(tiny_llama_path)
     wrapped = add_lora(model, 4, 4.0)
@@ -291,7 +292,8 @@ def test_pairs_encoded_once_train_where_llama_cpp_is_missing_and_the_best_adapte
 ) -> None:
     """A GPU machine has torch but not llama.cpp: the pairs are encoded here, and the run from that file is
     the run from the data (the same first evaluation). The adapter at the lowest held-out loss is kept."""
-    from models.training.adapt import BEST_ADAPTER_NAME, encode_data, read_examples, write_examples
+    from training.adapt.examples import encode_data, read_examples, write_examples
+    from training.selection import BEST_ADAPTER_NAME
 
     plan = tiny_plan(tiny_llama_path, tmp_path, out=tmp_path / "from-data", max_steps=3)
     examples = write_examples(encode_data(plan.data, tiny_llama_path, 200), tmp_path / "examples.pt")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from models.training.gpu_payload import (
+from training.gpu_payload import (
     MARGIN,
     RETURN_FILE_BYTES,
     MissingParts,
@@ -141,7 +141,9 @@ def test_the_gpu_script_trains_chooses_by_the_unseen_pairs_and_brings_the_adapte
     from lora_support import random_lora, tiny_plan, write_pairs
 
     from models.adapted import BlockDecoding, adapter_info, write_adapter
-    from models.training.adapt import base_model, encode_data, run, write_examples
+    from training.adapt.examples import encode_data, write_examples
+    from training.adapt.lora import base_model
+    from training.adapt.run import run
 
     pairs = write_pairs(tmp_path / "pairs.jsonl")
     unseen = tmp_path / "unseen.jsonl"

@@ -6,17 +6,8 @@ import json
 from pathlib import Path
 
 from app.domain.context import document_instruction, rewrite_instruction
-from app.tools.document_prompts import (
-    DOCUMENT_FIRST_ID,
-    REWRITE_FIRST_ID,
-    cut_points,
-    document_instructions,
-    paragraphs_of,
-    rewrite_instructions,
-)
-from app.tools.training_data import answered_ids, instruction_set, make_pairs, quoted_texts
 from engines.llama_ar import LlamaAREngine
-from models.training.data import (
+from training.data import (
     Pair,
     clean_draft,
     distinct_instructions,
@@ -26,7 +17,15 @@ from models.training.data import (
     to_last_sentence,
     without_loops,
 )
-from models.training.open_prompts import (
+from training.document_prompts import (
+    DOCUMENT_FIRST_ID,
+    REWRITE_FIRST_ID,
+    cut_points,
+    document_instructions,
+    paragraphs_of,
+    rewrite_instructions,
+)
+from training.open_prompts import (
     FORM_KINDS,
     HELD_OUT_KINDS,
     TRAIN_KINDS,
@@ -34,7 +33,8 @@ from models.training.open_prompts import (
     held_out_value,
     open_instructions,
 )
-from models.training.prompts import instructions
+from training.prompts import instructions
+from training.teacher import answered_ids, instruction_set, make_pairs, quoted_texts
 
 
 def test_instructions_vary_and_repeat_per_seed() -> None:
@@ -86,7 +86,7 @@ def test_the_forms_set_adds_kinds_of_its_own_with_training_subjects_only() -> No
     open_ids = {i.id for i in instruction_set("open", 300, 0, [])} | {i.id for i in instruction_set("open", 300, 1, [])}
     assert not {i.id for i in forms} & open_ids
     assert not {i.id for i in forms} & {i.id for i in instruction_set("forms", 300, 1, [])}
-    # The forms file is the one models/training/README.md's two commands write (--count 1200, then 2400).
+    # The forms file is the one training/README.md's two commands write (--count 1200, then 2400).
     forms_written = texts_by_id(DATA / "drafts-forms.jsonl")
     first, resumed = instruction_set("forms", 1200, 0, []), instruction_set("forms", 2400, 0, [])
     assert [forms_written[i.id] for i in first] + [forms_written[i.id] for i in resumed[1200:]] == [
@@ -94,7 +94,7 @@ def test_the_forms_set_adds_kinds_of_its_own_with_training_subjects_only() -> No
     ]
     # The open set's lists are still the ones its files were written from.
     written = texts_by_id(DATA / "drafts-open-seed1.jsonl")
-    again = instruction_set("open", 40, 1, [DATA / "drafts.jsonl"])  # as models/training/README.md wrote them
+    again = instruction_set("open", 40, 1, [DATA / "drafts.jsonl"])  # as training/README.md wrote them
     assert [written.get(i.id) for i in again] == [i.text for i in again]
 
 

@@ -16,10 +16,11 @@ from engines.diffusion.llama_backend import LlamaDiffusionBackend  # noqa: E402
 from engines.diffusion.load_settings import DiffusionLoadSettings  # noqa: E402
 from engines.diffusion.settings import DiffusionSettings  # noqa: E402
 from engines.events import DiffusionStats, Done  # noqa: E402
-from models.training.export import export_gguf  # noqa: E402
-from models.training.model import ModelShape, all_logits, build_model, from_interleaved_layout  # noqa: E402
-from models.training.tokenizer import special_ids, train_tokenizer  # noqa: E402
-from models.training.train import (  # noqa: E402
+from models.transformer import Block  # noqa: E402
+from training.export import export_gguf  # noqa: E402
+from training.model import ModelShape, all_logits, build_model, from_interleaved_layout  # noqa: E402
+from training.tokenizer import special_ids, train_tokenizer  # noqa: E402
+from training.train import (  # noqa: E402
     TrainingPlan,
     canvas_cut,
     continued_log,
@@ -28,7 +29,6 @@ from models.training.train import (  # noqa: E402
     run,
     saved_layers,
 )
-from models.transformer import Block  # noqa: E402
 
 DRAFTS = [
     ("Write a short note to a friend about the picnic.", "Hi Sam, the picnic is on Saturday at noon. Bring a hat!"),
@@ -164,7 +164,7 @@ def test_the_first_models_checkpoints_convert_to_the_shared_module() -> None:
 
 
 def test_block_rows_show_the_state_block_decoding_meets() -> None:
-    from models.training.model import draw_masks
+    from training.model import draw_masks
 
     answer = torch.arange(100)[None, :].repeat(64, 1) >= torch.randint(5, 30, (64, 1))
     draw = draw_masks(answer, torch.Generator().manual_seed(0), block_share=1.0, block_length=32)
