@@ -7,6 +7,7 @@ from pathlib import Path
 
 from app.domain.context import document_instruction, rewrite_instruction
 from engines.llama_ar import LlamaAREngine
+from training.batched import greedy_batch
 from training.data import (
     Pair,
     clean_draft,
@@ -234,7 +235,7 @@ def test_the_teacher_is_asked_for_a_draft_into_a_document_in_its_own_layout(
     record = json.loads(out.read_text())
     assert record["text"] == made[0].text and record["teacher_message"] == made[0].teacher_message
     prompt = ar_engine.chat_prompt(made[0].teacher_message, 8)
-    asked = next(ar_engine.greedy_batch([prompt], 8, parallel=1))
+    asked = next(greedy_batch(ar_engine, [prompt], 8, parallel=1))
     assert record["draft"] == ar_engine.detokenize(asked.tokens).strip()
     assert "teacher_message" not in instructions(1)[0].record()
 
