@@ -56,15 +56,20 @@ def test_cli_start_up_imports_no_heavy_libraries() -> None:
 
 
 # app/ laid out by job (docs/architecture.md): the front ends over the service, the service over orchestration,
-# orchestration over storage and the domain. A package may import those below it, never those above.
+# orchestration over storage and the domain. A package may import those below it, never those above. Beside the
+# front ends, two rooms of their own, which the front ends use and nothing below them does: the doctor (over the
+# service) and recording a refinement (over storage; its frames.py, which the TUI draws from too, over nothing).
 FRONT_ENDS = ("app.cli", "app.server", "ui")
+BESIDE_THE_FRONT_ENDS = ("app.doctor", "app.recording")
 APP_FORBIDDEN = {
-    "app/domain": ("app.storage", "app.orchestration", "app.service", "app.tools", *FRONT_ENDS),
-    "app/storage": ("app.orchestration", "app.service", "app.tools", *FRONT_ENDS),
-    "app/orchestration": ("app.service", "app.tools", *FRONT_ENDS),
-    "app/service.py": ("app.tools", *FRONT_ENDS),
-    "app/errors.py": ("app.orchestration", "app.service", "app.tools", *FRONT_ENDS),
-    "app/tools": FRONT_ENDS,
+    "app/domain": ("app.storage", "app.orchestration", "app.service", *BESIDE_THE_FRONT_ENDS, *FRONT_ENDS),
+    "app/storage": ("app.orchestration", "app.service", *BESIDE_THE_FRONT_ENDS, *FRONT_ENDS),
+    "app/orchestration": ("app.service", *BESIDE_THE_FRONT_ENDS, *FRONT_ENDS),
+    "app/service.py": (*BESIDE_THE_FRONT_ENDS, *FRONT_ENDS),
+    "app/errors.py": ("app.orchestration", "app.service", *BESIDE_THE_FRONT_ENDS, *FRONT_ENDS),
+    "app/doctor": ("app.recording", *FRONT_ENDS),
+    "app/recording": ("app.orchestration", "app.service", "app.doctor", *FRONT_ENDS),
+    "app/recording/frames.py": ("app.storage", "app.orchestration", "app.service", *BESIDE_THE_FRONT_ENDS, *FRONT_ENDS),
     "app/server": ("app.cli", "ui"),
 }
 
@@ -99,3 +104,9 @@ def test_app_packages_import_only_those_below_them(part: str) -> None:
 def test_app_holds_only_the_service_and_its_packages() -> None:
     top = sorted(path.name for path in (ROOT / "app").iterdir() if path.suffix == ".py")
     assert top == ["__init__.py", "errors.py", "service.py"]
+
+
+def test_every_room_of_app_has_its_rule() -> None:
+    """A new package in app/ says where it stands (APP_FORBIDDEN); only the CLI, on top, may import anything."""
+    rooms = {f"app/{path.name}" for path in (ROOT / "app").iterdir() if (path / "__init__.py").is_file()}
+    assert rooms == {"app/cli"} | {part for part in APP_FORBIDDEN if not part.endswith(".py")}

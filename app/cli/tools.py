@@ -22,7 +22,7 @@ def run_tui(document: Path | None = None, trace: Path | None = None) -> int:
 
 
 def replay_arguments(parser: argparse.ArgumentParser) -> None:
-    from app.tools.recording import DEFAULT_HEIGHT, DEFAULT_SPEED, DEFAULT_WIDTH
+    from app.recording.screens import DEFAULT_HEIGHT, DEFAULT_SPEED, DEFAULT_WIDTH
 
     parser.add_argument("trace", help="a trace file saved by `sharpen draft --trace` or the TUI")
     parser.add_argument(
@@ -56,7 +56,8 @@ def replay(args: argparse.Namespace) -> int:
     if args.out is None:
         load_trace(args.trace)  # a bad file fails here, with a clear message, before the screen opens
         return run_tui(trace=Path(args.trace))
-    from app.tools.recording import ExportOptions, export_format, export_trace
+    from app.recording.export import export_format, export_trace
+    from app.recording.screens import ExportOptions
 
     out = Path(args.out)
     export_format(out)  # an extension Sharpen does not write fails before the trace is read
@@ -92,7 +93,8 @@ def doctor_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def doctor(args: argparse.Namespace) -> int:
-    from app.tools.doctor import diagnose, render
+    from app.doctor.checks import diagnose
+    from app.doctor.report import render
 
     report = diagnose()
     print(json.dumps(report.as_dict(), indent=2) if args.json else render(report), end="\n" if args.json else "")

@@ -1,8 +1,6 @@
-"""`sharpen doctor`: what a user checks first when something is wrong, and what a bug report carries.
-
-Each check is one Finding: ok, warn (works, but worse than it could) or fail (the editor would not work),
-with the one command that fixes it. Checks never raise: a check that cannot run is itself a finding.
-"""
+"""The checks `sharpen doctor` makes: the build, the CPU, the optional packages, the config, the models, the
+calibration and the threads, each a Finding (report.py). Checks never raise: a check that cannot run is itself a
+finding."""
 
 from __future__ import annotations
 
@@ -13,10 +11,10 @@ import platform
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from app.doctor.report import Finding, Report, Status
 from app.orchestration.model_manager import size_on_disk
 from app.service import SharpenService
 from app.storage.config import Config, ConfigError, ModelsSection, load_config
@@ -39,35 +37,13 @@ from models.fit import GIB, check_fit, this_machine
 from models.remote import RemoteSource, remote_api_key
 from router.profile import load_profile
 
-Status = Literal["ok", "warn", "fail"]
-CHECKOUT = Path(__file__).resolve().parent.parent
+# The checkout this runs from, where Sharpen runs from one (scripts/bootstrap builds its llama.cpp).
+CHECKOUT = Path(__file__).resolve().parents[2]
 BOOTSTRAP = CHECKOUT / "scripts" / "bootstrap"
 # A cacheable draft file small enough to load in a moment, for the dual-cache probe.
 PROBE_MODEL = "sharpen-draft-mini"
 # Quantized weights, which ggml's AMX kernels serve: the AMX probe's model.
 AMX_PROBE_MODEL = "smollm2-135m-instruct"
-
-
-@dataclass(frozen=True)
-class Finding:
-    check: str
-    status: Status
-    detail: str
-    fix: str = ""
-    facts: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Report:
-    findings: list[Finding]
-
-    @property
-    def ok(self) -> bool:
-        """False when something would stop the editor from working."""
-        return all(f.status != "fail" for f in self.findings)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "findings": [asdict(f) for f in self.findings]}
 
 
 def rebuild_command(version: str) -> str:
@@ -387,14 +363,3 @@ def diagnose(paths: SharpenPaths | None = None) -> Report:
     findings += _guarded("calibration", lambda: check_profile(service))
     findings += _guarded("threads", lambda: check_threads(config))
     return Report(findings)
-
-
-def render(report: Report) -> str:
-    lines = []
-    for finding in report.findings:
-        lines.append(f"{finding.status.upper():5} {finding.check:16} {finding.detail}")
-        if finding.fix and finding.status != "ok":
-            lines.append(f"{'':5} {'':16} fix: {finding.fix}")
-    verdict = "ready" if report.ok else "something stops the editor from working: see FAIL above"
-    lines.append(f"\nsharpen doctor: {verdict}")
-    return "\n".join(lines) + "\n"

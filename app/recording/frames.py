@@ -1,7 +1,7 @@
 """Refinement frames: what each pass of a draft shows, token by token, and the colour class of each token.
 
 The one model of a drawn pass, shared by the TUI's refinement view (ui/refinement.py) and the exports of a
-trace (app/tools/recording.py: asciicast, SVG, GIF), so their colours cannot drift apart. A masked
+trace (app/recording/: asciicast, SVG, GIF), so their colours cannot drift apart. A masked
 position shows a dim placeholder; a token committed in this pass is coloured by its confidence (under 0.3
 red, under 0.7 orange, else green, as in LLaDA's demo); a token committed in an earlier pass is settled,
 plain text. Plain Python: no UI library is imported here.
