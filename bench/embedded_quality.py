@@ -51,7 +51,7 @@ from training.open_prompts import on_topic, open_instructions
 from training.prompts import instructions
 
 N = 128
-DATA = Path(__file__).resolve().parents[1] / "models" / "training" / "data" / "drafts.jsonl"
+DATA = Path(__file__).resolve().parents[1] / "training" / "data" / "drafts.jsonl"
 
 
 def position(perplexities: list[float], teacher: list[float], shuffled: list[float]) -> float:

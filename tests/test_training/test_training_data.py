@@ -47,7 +47,7 @@ def test_instructions_vary_and_repeat_per_seed() -> None:
     assert made[0].text.startswith("Write ") and made[0].text.endswith(".")
 
 
-DATA = Path(__file__).resolve().parents[2] / "models" / "training" / "data"
+DATA = Path(__file__).resolve().parents[2] / "training" / "data"
 QUOTED = [f"Dear Sam,\n\nThe meeting moves to day {n}. Thanks,\nAlex" for n in range(40)]
 
 
