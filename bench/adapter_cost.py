@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import training_path  # noqa: F401  (training/ importable)
 from machine import describe_machine
 
 from engines.diffusion.engine import DiffusionEngine
@@ -32,7 +33,7 @@ from engines.diffusion.settings import DiffusionSettings
 from engines.events import Done
 from models.adapted import AdaptedModel, adapter_info, base_as_diffusion, verify_base, write_merged_file
 from models.catalogue import resolve_model
-from models.training.open_prompts import open_instructions
+from training.open_prompts import open_instructions
 
 N = 128
 

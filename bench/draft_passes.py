@@ -1,6 +1,6 @@
 """Where a draft's time goes: each llama.cpp decode of whole drafts timed, by its shape, for both engines.
 
-The unseen instructions (models/training/open_prompts.py) drafted at N tokens through a fresh install's
+The unseen instructions (training/open_prompts.py) drafted at N tokens through a fresh install's
 service, each engine forced, the two interleaved. Every llama_decode call is timed and sorted by its shape
 (rows decoded, rows whose logits were asked for): for the diffusion drafter under the block cache that is a
 block's first pass with the settled block riding along (2B rows), its later passes (B rows) and the

@@ -1,6 +1,6 @@
 """The default drafter against the AR model, each at the settings a fresh install uses, in one run.
 
-Drafts: the unseen instructions (models/training/open_prompts.py, kinds and subjects never trained on) at
+Drafts: the unseen instructions (training/open_prompts.py, kinds and subjects never trained on) at
 N = 128 and 256 tokens, each drafted by both engines through the service (the engine forced, everything
 else as configured by default: the diffusion drafter's cache, K and rules, AR's loop controls), the two
 interleaved. Per engine: tokens per second and the ratio, the share on topic, the share of word 3-grams
@@ -42,6 +42,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import llama_cpp
+import training_path  # noqa: F401  (training/ importable)
 from embedded_quality import position, prompts_of, repeated_trigrams, scored
 from machine import describe_machine
 
@@ -52,8 +53,8 @@ from app.storage.paths import SharpenPaths
 from engines.events import DiffusionStats, GenerationStats
 from engines.llama_ar import LlamaAREngine
 from models.catalogue import resolve_model
-from models.training.open_prompts import on_topic
 from router.request import EngineName
+from training.open_prompts import on_topic
 
 PARAGRAPHS = Path(__file__).resolve().parent / "data" / "rewrite_paragraphs.txt"
 REWRITES = ("more formal", "shorter", "as a list")

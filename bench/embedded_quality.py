@@ -34,6 +34,7 @@ import llama_cpp
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import training_path  # noqa: F401  (training/ importable)
 from machine import describe_machine
 
 from engines.ar_engine import Sampling
@@ -45,12 +46,12 @@ from engines.events import DiffusionStats, Done
 from engines.llama_ar import LlamaAREngine, LlamaSettings
 from models.adapted import adapter_info, is_adapter, verify_base
 from models.catalogue import resolve_model
-from models.training.data import is_held_out, load_pairs
-from models.training.open_prompts import on_topic, open_instructions
-from models.training.prompts import instructions
+from training.data import is_held_out, load_pairs
+from training.open_prompts import on_topic, open_instructions
+from training.prompts import instructions
 
 N = 128
-DATA = Path(__file__).resolve().parents[1] / "models" / "training" / "data" / "drafts.jsonl"
+DATA = Path(__file__).resolve().parents[1] / "training" / "data" / "drafts.jsonl"
 
 
 def position(perplexities: list[float], teacher: list[float], shuffled: list[float]) -> float:

@@ -6,7 +6,7 @@ both sides of that trade:
 
 1. torch, on the held-out pairs the training log evaluates, as many pairs it was trained on, or the unseen
    instructions with AR's drafts of them: every answer block fully masked after clean blocks
-   (models/training/one_pass.py), accuracy by offset in the block and by confidence rank, and the
+   (training/one_pass.py), accuracy by offset in the block and by confidence rank, and the
    positions at or above each threshold; the base SmolLM2 alone, causal (blocks of 1), as AR's own
    reference on the same drafts.
 2. llama.cpp, after torch is done, against a 200-token cache: one AR row (Q4_1), and for the drafter as the
@@ -29,6 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch
+import training_path  # noqa: F401  (training/ importable)
 from block_diffusion import ADAPTER, DOCUMENTS, PROMPT_TOKENS, drafter_file, row_costs
 from machine import describe_machine
 from unseen_drafts import unseen_pairs
@@ -37,19 +38,14 @@ from engines.diffusion.llama_backend import LlamaDiffusionBackend
 from engines.diffusion.load_settings import DiffusionLoadSettings
 from engines.llama_ar import LlamaAREngine, LlamaSettings
 from models.catalogue import resolve_model
-from models.training.adapt import (
-    EVAL_BATCH,
-    AdaptPlan,
-    add_lora,
-    base_model,
-    evaluation_batches,
-    held_out_pairs,
-    load_adapter,
-)
-from models.training.data import Pair, is_held_out, load_pairs
-from models.training.one_pass import THRESHOLDS, OnePassTally, tally_one_pass
+from training.adapt.evaluation import EVAL_BATCH
+from training.adapt.examples import evaluation_batches, held_out_pairs
+from training.adapt.lora import add_lora, base_model, load_adapter
+from training.adapt.plan import AdaptPlan
+from training.data import Pair, is_held_out, load_pairs
+from training.one_pass import THRESHOLDS, OnePassTally, tally_one_pass
 
-DATA = [Path("models/training/data") / f"drafts{suffix}.jsonl" for suffix in ("", "-open", "-rewrite", "-document")]
+DATA = [Path("training/data") / f"drafts{suffix}.jsonl" for suffix in ("", "-open", "-rewrite", "-document")]
 AIM = 1.5  # issue #29's speed aim, as a multiple of AR's tokens per second
 
 

@@ -1,10 +1,10 @@
-"""AR's drafts of unseen instructions (kinds and subjects never trained on, models/training/open_prompts.py),
+"""AR's drafts of unseen instructions (kinds and subjects never trained on, training/open_prompts.py),
 written as a fresh install's AR drafts are (greedy, chat.no_repeat_ngram), as long as a training answer may be:
 the text a one-pass block is scored against (bench/one_pass_accuracy.py --set unseen) and, from another seed,
-the set a training run chooses its best adapter by (models/training/adapt.py --unseen), so that the benches'
+the set a training run chooses its best adapter by (python -m training.adapt --unseen), so that the benches'
 20 instructions (seed 0) never choose what they then measure.
 
-    .venv/bin/python bench/unseen_drafts.py --seed 1 --prompts 20 --write models/training/out-gpu/unseen.jsonl
+    .venv/bin/python bench/unseen_drafts.py --seed 1 --prompts 20 --write training/out-gpu/unseen.jsonl
 """
 
 from __future__ import annotations
@@ -13,14 +13,16 @@ import argparse
 import json
 from pathlib import Path
 
+import training_path  # noqa: F401  (training/ importable)
+
 from app.storage.config import ChatSection
 from engines.ar_engine import Sampling
 from engines.events import Token
 from engines.llama_ar import LlamaAREngine, LlamaSettings
 from models.catalogue import resolve_model
-from models.training.adapt import AdaptPlan
-from models.training.data import Pair
-from models.training.open_prompts import open_instructions
+from training.adapt.plan import AdaptPlan
+from training.data import Pair
+from training.open_prompts import open_instructions
 
 
 def unseen_pairs(ar: LlamaAREngine, count: int, seed: int = 0) -> list[Pair]:

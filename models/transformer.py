@@ -1,7 +1,7 @@
 """LLaDA, Dream, SDAR and Fast-dLLM v2 in plain torch: a LLaMA-family transformer with an optional KV context.
 
 One implementation both serves (the torch backend, engines/diffusion/hf) and trains (Sharpen's own
-embedded model, models/training), so what is trained is exactly what is served.
+embedded model, training), so what is trained is exactly what is served.
 
 All four architectures are the same computation with different switches (TransformerSpec): RMSNorm,
 rotary embeddings in the Hugging Face layout (rotate_half), attention with optional grouped KV heads,

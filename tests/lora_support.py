@@ -11,8 +11,9 @@ from typing import Any
 import torch
 
 from models import adapted
-from models.training.adapt import AdaptPlan, add_lora
 from models.transformer import DiffusionTransformer
+from training.adapt.lora import add_lora
+from training.adapt.plan import AdaptPlan
 
 PAIRS = [
     ("Write a short note to a friend about the picnic.", "Hi Sam, the picnic is on Saturday at noon. Bring a hat!"),

@@ -37,6 +37,18 @@ def test_package_imports_respect_the_layers(package: str) -> None:
     assert {file: bad for file, bad in offenders.items() if bad} == {}
 
 
+PRODUCT = ("app", "engines", "router", "models", "ui")
+
+
+@pytest.mark.parametrize("package", PRODUCT)
+def test_the_product_imports_nothing_from_training(package: str) -> None:
+    """training/ stays in the checkout (it is not installed): what ships cannot need it."""
+    offenders = [
+        str(path.relative_to(ROOT)) for path in (ROOT / package).rglob("*.py") if "training" in imported_roots(path)
+    ]
+    assert offenders == []
+
+
 def test_cli_start_up_imports_no_heavy_libraries() -> None:
     code = "import sys, app.cli; print(sorted(m for m in ('torch', 'textual', 'bitsandbytes') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
@@ -44,15 +56,20 @@ def test_cli_start_up_imports_no_heavy_libraries() -> None:
 
 
 # app/ laid out by job (docs/architecture.md): the front ends over the service, the service over orchestration,
-# orchestration over storage and the domain. A package may import those below it, never those above.
+# orchestration over storage and the domain. A package may import those below it, never those above. Beside the
+# front ends, two rooms of their own, which the front ends use and nothing below them does: the doctor (over the
+# service) and recording a refinement (over storage; its frames.py, which the TUI draws from too, over nothing).
 FRONT_ENDS = ("app.cli", "app.server", "ui")
+BESIDE_THE_FRONT_ENDS = ("app.doctor", "app.recording")
 APP_FORBIDDEN = {
-    "app/domain": ("app.storage", "app.orchestration", "app.service", "app.tools", *FRONT_ENDS),
-    "app/storage": ("app.orchestration", "app.service", "app.tools", *FRONT_ENDS),
-    "app/orchestration": ("app.service", "app.tools", *FRONT_ENDS),
-    "app/service.py": ("app.tools", *FRONT_ENDS),
-    "app/errors.py": ("app.orchestration", "app.service", "app.tools", *FRONT_ENDS),
-    "app/tools": FRONT_ENDS,
+    "app/domain": ("app.storage", "app.orchestration", "app.service", *BESIDE_THE_FRONT_ENDS, *FRONT_ENDS),
+    "app/storage": ("app.orchestration", "app.service", *BESIDE_THE_FRONT_ENDS, *FRONT_ENDS),
+    "app/orchestration": ("app.service", *BESIDE_THE_FRONT_ENDS, *FRONT_ENDS),
+    "app/service.py": (*BESIDE_THE_FRONT_ENDS, *FRONT_ENDS),
+    "app/errors.py": ("app.orchestration", "app.service", *BESIDE_THE_FRONT_ENDS, *FRONT_ENDS),
+    "app/doctor": ("app.recording", *FRONT_ENDS),
+    "app/recording": ("app.orchestration", "app.service", "app.doctor", *FRONT_ENDS),
+    "app/recording/frames.py": ("app.storage", "app.orchestration", "app.service", *BESIDE_THE_FRONT_ENDS, *FRONT_ENDS),
     "app/server": ("app.cli", "ui"),
 }
 
@@ -160,3 +177,9 @@ def test_a_circle_through_a_lazy_relative_import_is_found(tmp_path: Path) -> Non
     graph = import_graph(tmp_path, ("shop",))
     assert graph["shop"] == set() and graph["shop.stock"] == {"shop.parts.till"}, "a package's own __init__ aside"
     assert import_cycles(graph) == ["shop.parts.till -> shop.stock", "shop.stock -> shop.parts.till"]
+
+
+def test_every_room_of_app_has_its_rule() -> None:
+    """A new package in app/ says where it stands (APP_FORBIDDEN); only the CLI, on top, may import anything."""
+    rooms = {f"app/{path.name}" for path in (ROOT / "app").iterdir() if (path / "__init__.py").is_file()}
+    assert rooms == {"app/cli"} | {part for part in APP_FORBIDDEN if not part.endswith(".py")}

@@ -6,13 +6,13 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from app.domain.refinement_frames import STYLES, frame
+from app.recording.frames import STYLES, frame
 from engines.events import Pass
 
 
 def render_pass(event: Pass, highlight: bool = True) -> Text:
     """The canvas as text: masks as dim placeholders, this pass's commits coloured by confidence
-    (the frame model in app/domain/refinement_frames.py, which the trace exports draw too)."""
+    (the frame model in app/recording/frames.py, which the trace exports draw too)."""
     text = Text()
     for cell in frame(event, highlight).cells:
         text.append(cell.text, style=STYLES[cell.mark])

@@ -27,7 +27,6 @@ COMMANDS: tuple[Command, ...] = (
     *writing.COMMANDS,
     *routing.COMMANDS,
     tools.REPLAY,
-    tools.TRAINING_DATA,
     tools.CONFIG,
     *models.COMMANDS,
     *serve.COMMANDS,

@@ -1,4 +1,4 @@
-"""`sharpen config`, `doctor`, `replay` and (for development) `training-data`."""
+"""`sharpen config`, `doctor` and `replay`."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ import json
 import sys
 from pathlib import Path
 
-from app.cli.common import EXIT_ERROR, Command, checked_flag, fail, service
-from app.storage.config import at_least, between, load_config, render_config, set_value
+from app.cli.common import EXIT_ERROR, Command, checked_flag, service
+from app.storage.config import between, load_config, render_config, set_value
 from app.storage.paths import sharpen_paths
-from app.tools.instruction_sets import INSTRUCTION_SETS
 from engines.diffusion.trace import load_trace
 
 
@@ -23,7 +22,7 @@ def run_tui(document: Path | None = None, trace: Path | None = None) -> int:
 
 
 def replay_arguments(parser: argparse.ArgumentParser) -> None:
-    from app.tools.recording import DEFAULT_HEIGHT, DEFAULT_SPEED, DEFAULT_WIDTH
+    from app.recording.screens import DEFAULT_HEIGHT, DEFAULT_SPEED, DEFAULT_WIDTH
 
     parser.add_argument("trace", help="a trace file saved by `sharpen draft --trace` or the TUI")
     parser.add_argument(
@@ -57,81 +56,14 @@ def replay(args: argparse.Namespace) -> int:
     if args.out is None:
         load_trace(args.trace)  # a bad file fails here, with a clear message, before the screen opens
         return run_tui(trace=Path(args.trace))
-    from app.tools.recording import ExportOptions, export_format, export_trace
+    from app.recording.export import export_format, export_trace
+    from app.recording.screens import ExportOptions
 
     out = Path(args.out)
     export_format(out)  # an extension Sharpen does not write fails before the trace is read
     trace = load_trace(args.trace)
     written = export_trace(trace, out, ExportOptions(speed=args.speed, width=args.width, height=args.height))
     print(f"wrote {out}: {len(trace.passes)} passes, {written / 1024:.1f} KB", file=sys.stderr)
-    return 0
-
-
-def training_data_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", default="models/training/data/drafts.jsonl", help="JSON Lines file, appended to")
-    parser.add_argument(
-        "--count",
-        type=checked_flag(int, at_least(1)),
-        default=1000,
-        help="how many instructions (resumes where it stopped)",
-    )
-    parser.add_argument("--seed", type=checked_flag(int, at_least(0)), default=0, help="which list of instructions")
-    parser.add_argument(
-        "--set",
-        dest="instruction_set",
-        choices=INSTRUCTION_SETS,
-        default="templated",
-        help="templated everyday messages; open kinds of writing (held-out kinds and topics left out); forms: "
-        "more kinds of writing; drafts into a document (as Ctrl+D asks); rewrites of a selection with an instruction",
-    )
-    parser.add_argument(
-        "--quoted-from",
-        nargs="+",
-        default=["models/training/data/drafts.jsonl"],
-        help="drafts the open set quotes, and the document and rewrite sets cut into documents and selections",
-    )
-    parser.add_argument(
-        "--no-repeat-ngram",
-        type=checked_flag(int, between(0, 16)),
-        default=None,
-        metavar="N",
-        help="no draft generates a run of N tokens twice (default: chat.no_repeat_ngram, as AR drafts use)",
-    )
-    parser.add_argument("--max-tokens", type=checked_flag(int, at_least(1)), default=160)
-    parser.add_argument(
-        "--temperature",
-        type=checked_flag(float, between(0.0, 2.0)),
-        default=0.0,
-        help="0: greedy, written several at a time",
-    )
-    parser.add_argument(
-        "--parallel", type=checked_flag(int, at_least(1)), default=16, help="greedy drafts decoded together"
-    )
-
-
-def training_data(args: argparse.Namespace) -> int:
-    from app.tools.training_data import instruction_set, make_pairs
-    from engines.llama_ar import LlamaAREngine
-
-    def report(done: int, total: int, tokens: int) -> None:
-        print(f"\r{done}/{total} drafts, {tokens} tokens", end="", file=sys.stderr, flush=True)
-
-    engine = service().engines.ar()
-    if not isinstance(engine, LlamaAREngine):
-        return fail("training data is written by a local AR model: models.complete names a remote one")
-    prompts = instruction_set(args.instruction_set, args.count, args.seed, [Path(p) for p in args.quoted_from])
-    configured = service().config.chat.no_repeat_ngram
-    written = make_pairs(
-        engine,
-        Path(args.out),
-        prompts,
-        max_tokens=args.max_tokens,
-        temperature=args.temperature,
-        parallel=args.parallel,
-        no_repeat_ngram=configured if args.no_repeat_ngram is None else args.no_repeat_ngram,
-        progress=report,
-    )
-    print(f"\nwrote {written} new drafts to {args.out}", file=sys.stderr)
     return 0
 
 
@@ -161,7 +93,8 @@ def doctor_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def doctor(args: argparse.Namespace) -> int:
-    from app.tools.doctor import diagnose, render
+    from app.doctor.checks import diagnose
+    from app.doctor.report import render
 
     report = diagnose()
     print(json.dumps(report.as_dict(), indent=2) if args.json else render(report), end="\n" if args.json else "")
@@ -169,12 +102,6 @@ def doctor(args: argparse.Namespace) -> int:
 
 
 REPLAY = Command("replay", "open the playback of a saved refinement trace", replay_arguments, replay)
-TRAINING_DATA = Command(
-    "training-data",
-    "(development) write instruction -> draft pairs with the AR model, for training",
-    training_data_arguments,
-    training_data,
-)
 CONFIG = Command("config", "show or change settings", config_arguments, config)
 DOCTOR = Command(
     "doctor",

@@ -39,8 +39,6 @@ BAD_ARGUMENTS = [
     (["route", "--kind", "draft", "--tokens", "5", "--prompt-tokens", "-1"], "--prompt-tokens: must be at least 0"),
     (["calibrate", "--bogus"], "unrecognized arguments: --bogus"),
     (["replay", "/no/such/trace.jsonl"], "/no/such/trace.jsonl"),
-    (["training-data", "--count", "0"], "--count: must be at least 1, got 0"),
-    (["training-data", "--temperature", "9"], "--temperature: must be between 0.0 and 2.0, got 9.0"),
     (["config"], "the following arguments are required: ACTION"),
     (["config", "set", "ar.n_ctx", "huge"], "ar.n_ctx must be a whole number, got 'huge'"),
     (["config", "set", "nope.key", "1"], "unknown key 'nope.key'"),

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-import app.tools.doctor
+import app.doctor.checks
 from app.cli import main
+from app.doctor.checks import amx_crashes, check_build, check_threads, rebuild_command
 from app.storage.atomic import write_atomic
 from app.storage.config import Config
-from app.tools.doctor import amx_crashes, check_build, check_threads, rebuild_command
 from engines.llama_build import NO_AMX_FLAGS, BuildInfo, CpuInfo, amx_in_use, build_info, cpu_info, parse_features
 from engines.threads import available_cores
 from router.profile import ArCosts, CostProfile, DiffusionCosts, save_profile
@@ -112,6 +112,13 @@ def test_an_amx_build_fails_with_the_rebuild_command_only_where_its_kernels_cras
     assert cpu_finding.status == "ok" and "AMX kernels ran a batched decode" in cpu_finding.detail
 
 
+def test_in_a_checkout_the_rebuild_is_its_bootstrap_script() -> None:
+    """Run from a checkout (as the tests are), the fix names the checkout's scripts/bootstrap."""
+    checkout = Path(__file__).resolve().parents[2]
+    assert checkout / "scripts" / "bootstrap" == app.doctor.checks.BOOTSTRAP
+    assert app.doctor.checks.BOOTSTRAP.is_file()
+
+
 def test_doctor_probes_the_amx_kernels_only_where_they_are_in_use() -> None:
     build, cpu = build_info(), cpu_info()
     assert amx_crashes(build, cpu) is (False if amx_in_use(build, cpu) else None)
@@ -166,7 +173,7 @@ def test_a_llama_cpp_without_the_patch_warns_that_drafts_use_the_prefix_cache(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """This build has the patch, so the probe's refusal is stood in for."""
-    monkeypatch.setattr(app.tools.doctor, "fills_gaps", lambda _path: False)
+    monkeypatch.setattr(app.doctor.checks, "fills_gaps", lambda _path: False)
     code, findings = _doctor(capsys)
     assert code == 0
     finding = findings["dual cache"]

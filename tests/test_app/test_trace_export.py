@@ -20,8 +20,8 @@ from PIL import Image, ImageSequence
 from rich.style import Style
 
 from app.cli import main
-from app.domain.refinement_frames import COLOURS, DIM_FOREGROUND, FOREGROUND, STYLES, Mark, confidence_mark, frame
-from app.tools import recording
+from app.recording import cast, gif, screens, svg
+from app.recording.frames import COLOURS, DIM_FOREGROUND, FOREGROUND, STYLES, Mark, confidence_mark, frame
 from engines.diffusion.trace import Trace, load_trace
 from engines.events import Pass
 from ui.refinement import render_pass
@@ -99,19 +99,19 @@ def test_cast_plays_in_asciinema_one_redraw_a_pass(
     times = [event[0] for event in events]
     assert all(kind == "o" and isinstance(data, str) for _, kind, data in events)
     assert times == sorted(times) and len(set(times)) == len(times), "times increase"
-    redraws = [data for _, _, data in events if recording.CLEAR in data]
+    redraws = [data for _, _, data in events if cast.CLEAR in data]
     assert len(redraws) == len(trace.passes) == 8, "one full redraw a pass"
     assert times[: len(trace.passes)] == [i / SPEED for i in range(len(trace.passes))]
-    assert times[-1] == pytest.approx(times[-2] + recording.HOLD_S), "the last pass is held"
+    assert times[-1] == pytest.approx(times[-2] + screens.HOLD_S), "the last pass is held"
     for data, event in zip(redraws, trace.passes, strict=True):
-        assert data.count(recording.CLEAR) == 1
+        assert data.count(cast.CLEAR) == 1
         assert f"pass {event.index + 1} of 8" in ANSI.sub("", data)
 
     played = subprocess.run(
         [sys.executable, "-m", "asciinema", "cat", str(out)], capture_output=True, text=True, timeout=60
     )
     assert played.returncode == 0, played.stderr
-    last = ANSI.sub("", played.stdout.split(recording.CLEAR)[-1])
+    last = ANSI.sub("", played.stdout.split(cast.CLEAR)[-1])
     shown, _ = last.rsplit("pass 8 of 8", 1)
     final = "".join(trace.passes[-1].pieces)
     assert visible(shown) == visible(final), "the last frame shows the final pass's text"
@@ -134,7 +134,7 @@ def test_svg_animates_every_pass_in_order_in_the_editors_colours(
 
     # The timing: each frame shown from where the one before it ends, in order, the last held to the loop's end.
     css = "".join(root.find(f"{SVG}style").itertext())  # type: ignore[union-attr]
-    length = (len(trace.passes) - 1) / SPEED + recording.HOLD_S
+    length = (len(trace.passes) - 1) / SPEED + screens.HOLD_S
     shown: list[tuple[float, float]] = []
     for index, group in enumerate(groups):
         assert f"f{index}" in (group.get("class") or "").split()
@@ -154,9 +154,9 @@ def test_svg_animates_every_pass_in_order_in_the_editors_colours(
 
     # The colours: every character of every frame in the colour the editor draws it in.
     colours = dict(re.findall(r"\.([a-z]+)\{fill:(#[0-9a-f]{6})", css))
-    assert {colours[recording.SVG_CLASSES[mark]] for mark in Mark} == set(COLOURS.values())
+    assert {colours[svg.SVG_CLASSES[mark]] for mark in Mark} == set(COLOURS.values())
     for group, event in zip(groups, trace.passes, strict=True):
-        texts = [t for t in group.iter(f"{SVG}text") if t.get("class") != recording.STATUS_CLASS]
+        texts = [t for t in group.iter(f"{SVG}text") if t.get("class") != svg.STATUS_CLASS]
         texts.sort(key=lambda t: (float(t.get("y", 0)), float(t.get("x", 0))))
         drawn = [(c, colours[t.get("class", "")]) for t in texts for c in (t.text or "") if visible(c)]
         assert drawn == editor_colours(event)
@@ -177,7 +177,7 @@ def test_gif_has_a_frame_a_pass_at_the_speed(
         pictures = [(picture.info["duration"], picture.convert("RGB")) for picture in ImageSequence.Iterator(image)]
     assert len(pictures) == len(trace.passes)
     durations = [duration for duration, _ in pictures]
-    assert durations == [1000 / SPEED] * (len(trace.passes) - 1) + [recording.HOLD_S * 1000]
+    assert durations == [1000 / SPEED] * (len(trace.passes) - 1) + [screens.HOLD_S * 1000]
     first: list[tuple[int, tuple[int, int, int]]] = pictures[0][1].getcolors(1 << 16) or []  # type: ignore[assignment]
     hexes = {"#{:02x}{:02x}{:02x}".format(*colour) for _, colour in first}
     assert COLOURS[Mark.MASKED] in hexes, "the first pass's masks in the editor's dim colour"
@@ -189,8 +189,8 @@ def test_gif_without_a_system_font(
     trace_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A bare machine: no monospace font installed, PIL's own font placed on the grid."""
-    monkeypatch.setattr(recording, "MONOSPACE_FONTS", ())
-    assert recording.gif_fonts()[2] is False
+    monkeypatch.setattr(gif, "MONOSPACE_FONTS", ())
+    assert gif.gif_fonts()[2] is False
     out = tmp_path / "bare.gif"
     trace = export(trace_path, out, capsys)
     with Image.open(out) as image:
@@ -216,10 +216,10 @@ def test_a_bad_size_is_refused(trace_path: Path, tmp_path: Path, capsys: pytest.
 
 def test_a_tall_text_scrolls_to_the_passes_commits(trace_path: Path) -> None:
     trace = load_trace(trace_path)
-    small = recording.ExportOptions(width=20, height=4)
-    screens = recording.screens(trace, small)
-    assert all(len(screen.rows) <= 3 for screen in screens)
-    for screen, event in zip(screens, trace.passes, strict=True):
+    small = screens.ExportOptions(width=20, height=4)
+    laid_out = screens.screens(trace, small)
+    assert all(len(screen.rows) <= 3 for screen in laid_out)
+    for screen, event in zip(laid_out, trace.passes, strict=True):
         fresh = frame(event).cells
         if any(cell.mark.fresh and visible(cell.text) for cell in fresh):
             assert any(run.mark.fresh for row in screen.rows for run in row), "this pass's commits are in view"
@@ -229,7 +229,7 @@ def test_the_grid_wraps_as_the_editor_does() -> None:
     pieces = ("Dear", " Sam", ",\n", "thanks", " for", " the", " notes", "\t", "x", "", "abcdefghijklmno")
     masked = tuple(piece == "" for piece in pieces)
     event = Pass(0, tuple(range(len(pieces))), pieces, masked, (1,), (0.9,), 0, (0, len(pieces)), 0.0)
-    rows = recording.layout(frame(event), 12)
+    rows = screens.layout(frame(event), 12)
     assert ["".join(char for char, _, _ in row) for row in rows] == [
         "Dear Sam,",
         "thanks for ",

@@ -14,7 +14,7 @@ from app.storage.config import set_value
 from app.storage.paths import sharpen_paths
 from models.catalogue import catalogue, resolve_model
 from models.errors import UnknownModel
-from models.training.open_prompts import on_topic, open_instructions
+from training.open_prompts import on_topic, open_instructions
 
 
 def test_embedded_complete_model_is_found() -> None:

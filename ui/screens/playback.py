@@ -12,8 +12,8 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Label
 
+from app.recording.export import export_trace
 from app.storage.traces import save_trace
-from app.tools.recording import export_trace
 from engines.diffusion.trace import Trace, TraceError
 from ui.refinement import RefinementView
 from ui.screens.dialogs import PathScreen

@@ -1,1 +1,0 @@
-"""Commands beside the writing: the doctor and the embedded drafter's training data."""

@@ -1,1 +1,0 @@
-"""Making the data for Sharpen's own small diffusion model (issue: the embedded default diffusion model)."""
