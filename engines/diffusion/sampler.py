@@ -38,9 +38,9 @@ SUFFIX_UNSEEN = (
 )
 
 
-def cache_note(configured: CacheMode, used: CacheMode, has_suffix: bool) -> str:
+def cache_note(configured: CacheMode, used: CacheMode, has_suffix: bool, block_causal: bool) -> str:
     """What a draft's stats say about the cache it ran with, beside the timestep schedule's full passes."""
-    if used == "block" and has_suffix:
+    if (used == "block" or block_causal) and has_suffix:
         return SUFFIX_UNSEEN
     if configured == "block" and used != "block" and has_suffix:
         return BLOCK_WITH_SUFFIX.format(cache=used)
@@ -173,7 +173,10 @@ class DiffusionSampler:
         skipped: list[int] = []
         finish: FinishReason = "length"
 
-        align = canvas.offset if used == "block" else 0
+        # Block-causal attention counts its blocks from the sequence's start: the model's own, whatever the
+        # cache (a full re-decode runs the same mask), and the block cache's for any model.
+        block_causal = self.backend.block_causal
+        align = canvas.offset if used == "block" or block_causal else 0
         # Sharpen's own rule, as eos and spacing are: the authors' loops run as published.
         blank_lines = self.blank_lines(
             settings.blank_lines if settings.sampler == "sharpen" else 0, canvas_ends_draft=not len(suffix)
@@ -283,7 +286,7 @@ class DiffusionSampler:
                 waited_s=waited_s,
                 skipped_steps=tuple(skipped),
                 uncached_because=uncached_because,
-                cache_note=cache_note(configured, used, len(suffix) > 0),
+                cache_note=cache_note(configured, used, len(suffix) > 0, block_causal),
                 cache=used,
             ),
         )

@@ -49,6 +49,7 @@ class MaskedReference:
         self.instruction_tokens, self.tokenize = backend.instruction_tokens, backend.tokenize
         self.piece, self.decode = backend.piece, backend.decode
         self.cache_mode: CacheMode = "block"
+        self.block_causal = backend.block_causal
         self.foreground = backend.foreground
         self.block_length = 0
         self.passes = 0
@@ -78,6 +79,7 @@ class Lockstep:
         self.instruction_tokens, self.tokenize = ours.instruction_tokens, ours.tokenize
         self.piece, self.decode = ours.piece, ours.decode
         self.cache_mode, self.foreground = ours.cache_mode, ours.foreground
+        self.block_causal = ours.block_causal
         self.largest_difference = 0.0
 
     def reset(self, cache: bool = True, block_length: int = 0, suffix: bool = False) -> CacheMode:

@@ -35,7 +35,7 @@ from engines.diffusion.block_samplers import authors_proposals
 from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.hf.backend import TorchDiffusionBackend
 from engines.diffusion.load_settings import DiffusionLoadSettings
-from engines.diffusion.sampler import DiffusionSampler, block_bounds
+from engines.diffusion.sampler import SUFFIX_UNSEEN, DiffusionSampler, block_bounds
 from engines.diffusion.settings import DiffusionSettings
 from engines.errors import InvalidRequestError
 from engines.events import DiffusionStats, Done, Pass
@@ -437,6 +437,82 @@ def before_leaving(ours: TorchDiffusionBackend, masks: int, block: int) -> str:
         if -(prompt + len(ours.tokenize(text, add_bos=False))) % block == masks % block:
             return text
     raise AssertionError("no such text")
+
+
+# ----- diffusion.cache = none: full re-decodes of the same model -----------------------------------
+
+# (prompt tokens, block length): prompts ending mid-block and on a boundary.
+UNCACHED_LAYOUTS = [(7, 4), (8, 4), (10, 4), (7, 8), (8, 8), (10, 8)]
+
+
+def uncached_settings(sampler: str, block: int) -> DiffusionSettings:
+    if sampler == "sdar":
+        return DiffusionSettings.reference(sampler="sdar", block_length=block, steps=20, stop_at_eos=False)
+    if sampler == "fast_dllm_v2":
+        return DiffusionSettings.reference(
+            sampler="fast_dllm_v2", block_length=block, sub_block=2, threshold=0.3, stop_at_eos=False
+        )
+    return DiffusionSettings.reference(block_length=block, steps=10, stop_at_eos=False)
+
+
+def pass_by_pass(
+    ours: TorchDiffusionBackend, prompt: list[int], settings: DiffusionSettings, suffix: list[int]
+) -> tuple[list[tuple[object, ...]], DiffusionStats]:
+    """Each pass's canvas, commits and window, and the draft's stats."""
+    events = list(DiffusionSampler(ours).generate(prompt, 14, settings, suffix=suffix))
+    done = events[-1]
+    assert isinstance(done, Done) and isinstance(done.stats, DiffusionStats)
+    return [(e.canvas, e.committed, e.window) for e in events if isinstance(e, Pass)], done.stats
+
+
+@pytest.mark.parametrize("architecture", ["sdar", "fast_dllm_v2"])
+def test_no_cache_drafts_what_the_block_cache_drafts_pass_by_pass(folders: dict[str, Path], architecture: str) -> None:
+    """diffusion.cache = none re-decodes the sequence at every pass under the block-causal mask the model
+    was trained with, blocks counted from the sequence's start (as the authors' loops count them): the same
+    model as the block cache, so the same canvases pass by pass, for Sharpen's sampler and the authors',
+    wherever the prompt ends; with text after the draft too, which both say they did not see."""
+    cached, uncached = backend(folders[architecture]), backend(folders[architecture], cache="none")
+    assert (cached.cache_mode, uncached.cache_mode) == ("block", "none")
+    tokens = cached.instruction_tokens(INSTRUCTION)
+    suffix = cached.tokenize(" Best, Ana", add_bos=False)
+    runs: list[tuple[int, int, str, list[int]]]
+    runs = [(n, block, sampler, []) for n, block in UNCACHED_LAYOUTS for sampler in ("sharpen", architecture)]
+    runs += [(7, 4, architecture, suffix), (10, 8, "sharpen", suffix)]
+    for prompt_tokens, block, sampler, after in runs:
+        settings = uncached_settings(sampler, block)
+        expected, with_cache = pass_by_pass(cached, tokens[:prompt_tokens], settings, after)
+        got, without = pass_by_pass(uncached, tokens[:prompt_tokens], settings, after)
+        assert (with_cache.cache, without.cache) == ("block", "none")
+        assert got == expected, (prompt_tokens, block, sampler, len(after))
+        assert without.cache_note == with_cache.cache_note == (SUFFIX_UNSEEN if after else "")
+    assert uncached.full_passes > 0 and uncached.clean_passes == uncached.cached_passes == 0
+
+
+@pytest.mark.parametrize("architecture", ["sdar", "fast_dllm_v2"])
+def test_no_cache_reads_nothing_after_the_window(folders: dict[str, Path], architecture: str) -> None:
+    """Text after the draft that shares an aligned block with the draft's last positions: the block cache
+    never reads past the window, and a full re-decode must not either, else those rows see the text."""
+    cached, uncached = backend(folders[architecture]), backend(folders[architecture], cache="none")
+    words = cached.tokenize(" ".join(["Thanks for the agenda, Sam."] * 4), add_bos=False)
+    # Prompt 7, canvas 16 (settled but its last 3), a suffix of 5: block [20, 24) holds 3 masks and the suffix.
+    prompt, canvas, suffix = cached.instruction_tokens(INSTRUCTION)[:7], words[:13] + [MASK_ID] * 3, words[13:18]
+    sequence = np.array([*prompt, *canvas, *suffix], dtype=np.int64)
+    for ours in (cached, uncached):
+        assert ours.reset(cache=True, block_length=4, suffix=True) == ours.cache_mode
+    expected = cached.logits(sequence, 20, 23, 20)
+    assert np.abs(uncached.logits(sequence, 20, 23, 20) - expected).max() < 1e-4
+
+
+@pytest.mark.parametrize("cache", ["prefix", "dual"])
+def test_full_attention_caches_give_way_to_the_block_cache_and_say_so(
+    folders: dict[str, Path], cache: CacheMode
+) -> None:
+    """Fast-dLLM's prefix and dual caches keep keys and values computed with full attention: another model
+    than the one trained block-causally. The block cache, exact for it, runs instead."""
+    ours = backend(folders["sdar"], cache=cache)
+    assert ours.cache_mode == "block" and "trained block-causally" in ours.cache_note
+    done = drafted(ours, 12, DiffusionSettings.reference(block_length=4, steps=6, stop_at_eos=False))[-1]
+    assert isinstance(done, Done) and isinstance(done.stats, DiffusionStats) and done.stats.cache == "block"
 
 
 # ----- the samplers' arithmetic -----------------------------------------------------------------

@@ -1,7 +1,8 @@
 """The torch backend: Hugging Face LLaDA and Dream checkpoints behind the DiffusionBackend protocol.
 
 Three ways to answer a pass, switchable (`cache`):
-- "none": every pass runs the whole sequence (the reference);
+- "none": every pass runs the whole sequence (the reference; a block-causal model's, up to the window's
+  end under its mask);
 - "prefix" (Fast-dLLM's prefix cache): when the sampler moves to a new window (a new block), one full
   pass stores every layer's keys and values; until the window moves again, passes run only the positions
   from the window on and attend to the stored keys and values of everything before it;
@@ -167,9 +168,13 @@ class TorchDiffusionBackend:
         if self._mode == "block":
             return self._block_logits(tokens[:end], start)
         if self._mode == "none":
-            block = self._block_length or self.spec.block_causal_length
-            mask = block_causal_mask(length, block, self.device) if self.block_causal else None
-            hidden, _ = self._run(tokens, 0, length, None, mask)
+            if self.block_causal:
+                # The mask the model was trained with, blocks counted from the sequence's start; what follows
+                # the window is never read (as under "block"), so it is not decoded.
+                block = self._block_length or self.spec.block_causal_length
+                hidden, _ = self._run(tokens, 0, end, None, block_causal_mask(end, block, self.device))
+            else:
+                hidden, _ = self._run(tokens, 0, length, None)
             self.full_passes += 1
             return self._rows(hidden[:, first_row:last_row])
         # The window covers the rows asked for and every position whose token may change in this window
