@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Literal
 
-from app.domain.context import document_instruction, rewrite_instruction
+from app.domain.context import continued_reply, document_instruction, rewrite_instruction
 
 Stance = Literal["decline", "accept", "apologise", "none"]
 StanceKept = Literal["kept", "flipped", "unclear"]
@@ -258,11 +258,12 @@ _SENTINEL = "\x00"
 
 @cache
 def framing_lines() -> tuple[str, ...]:
-    """The lines the drafters frame a request with (document_instruction's headings, rewrite_instruction's
-    words), normalised and without their closing punctuation: read from the functions that write them, with
-    stand-ins for what the user gave."""
+    """The lines the drafters frame a request with (document_instruction's headings, continued_reply's
+    sentence, rewrite_instruction's words), normalised and without their closing punctuation: read from the
+    functions that write them, with stand-ins for what the user gave."""
     framed = (
         document_instruction(_SENTINEL, _SENTINEL, _SENTINEL),
+        continued_reply(_SENTINEL, _SENTINEL, _SENTINEL).request,
         rewrite_instruction(_SENTINEL, _SENTINEL),
     )
     lines = []

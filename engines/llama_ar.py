@@ -154,16 +154,26 @@ class LlamaAREngine:
         has_bos = bool(tokens) and tokens[0] == self.gguf.bos_token_id and self._adds_bos()
         return trim_left(tokens, budget, keep_first=1 if has_bos else 0)
 
-    def chat_prompt(self, instruction: Instruction, max_tokens: int) -> list[int]:
-        tokens = self._rendered(instruction)
+    def chat_prompt(self, instruction: Instruction, max_tokens: int, reply_start: str = "") -> list[int]:
+        """The prompt's tokens: the chat template's for `instruction`, then `reply_start`'s, tokenized on its
+        own (as the reply's first words are when a model was trained on such replies)."""
+        tokens = self._rendered(instruction) + self._reply_start(reply_start)
         self._check_max_tokens(max_tokens)
         if len(tokens) + max_tokens > self.context_length:
             raise PromptTooLongError(len(tokens), max_tokens, self.context_length)
         return tokens
 
-    def chat_prompt_length(self, instruction: Instruction) -> int:
-        """Tokens of the chat template's prompt for `instruction` (the template's own words included)."""
-        return len(self._rendered(instruction))
+    def chat_prompt_length(self, instruction: Instruction, reply_start: str = "") -> int:
+        """Tokens of the chat template's prompt for `instruction` (the template's own words included) and of
+        `reply_start`."""
+        return len(self._rendered(instruction)) + len(self._reply_start(reply_start))
+
+    @property
+    def continues_replies(self) -> bool:
+        return True
+
+    def _reply_start(self, text: str) -> list[int]:
+        return self.tokenize(text, add_bos=False, special=False) if text else []
 
     @property
     def fills_middle(self) -> bool:
@@ -226,12 +236,14 @@ class LlamaAREngine:
         stop: Sequence[str] = (),
         sampling: Sampling = GREEDY,
         cancel: CancelToken | None = None,
+        reply_start: str = "",
     ) -> Iterator[Event]:
-        """Stream the model's reply to an instruction or a conversation, through the model's own chat template."""
+        """Stream the model's reply to an instruction or a conversation, through the model's own chat template;
+        with `reply_start`, the reply goes on from that text (which is not streamed)."""
         if is_blank(instruction):
             raise EmptyPromptError()
         with self._lock:
-            tokens = self.chat_prompt(instruction, max_tokens)
+            tokens = self.chat_prompt(instruction, max_tokens, reply_start)
             yield from self._generate(tokens, 0, max_tokens, stop, sampling, cancel or NEVER_CANCELLED)
 
     def _cached_prefix(self, tokens: Sequence[int]) -> int:
