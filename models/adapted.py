@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -182,10 +182,12 @@ def write_adapter(
     alpha: float,
     name: str,
     decoding: BlockDecoding | None = None,
+    diffusion: bool = True,
 ) -> Path:
     """A llama.cpp LoRA GGUF from `lora`: Sharpen weight name -> (A (rank, in), B (out, rank)), in
     Hugging Face's rotary layout (q and k rows of B are permuted into ggml's, as the base's are).
-    `decoding`: the adapter was trained block-causally, and is decoded so."""
+    `decoding`: the adapter was trained block-causally, and is decoded so. `diffusion`: the adapter makes its
+    base a diffusion model (its mask token and logit shift are written); otherwise the base stays AR."""
     from gguf import GGUFWriter
 
     header = read_gguf_header(base)
@@ -202,8 +204,9 @@ def write_adapter(
     writer.add_string(BASE_FILE, base.name)
     writer.add_string(BASE_SHA256, sha256_of(base))
     writer.add_uint64(BASE_SIZE, base.stat().st_size)
-    writer.add_uint32(MASK_KEY, MASK_TOKEN_ID)
-    writer.add_bool(SHIFT_KEY, True)
+    if diffusion:
+        writer.add_uint32(MASK_KEY, MASK_TOKEN_ID)
+        writer.add_bool(SHIFT_KEY, True)
     if decoding is not None:
         _add_block_decoding(writer, decoding)
     for ours, (a, b) in sorted(lora.items()):
@@ -321,25 +324,49 @@ def write_merge(model: AdaptedModel, folder: Path) -> Path:
 
 
 def write_merged_file(model: AdaptedModel, out: Path, quantization_name: str = MERGED_QUANTIZATION) -> Path:
-    """The merged GGUF at `out`, its adapted matrices stored at `quantization_name` (a ggml type)."""
+    """The merged GGUF at `out`, its adapted matrices stored at `quantization_name` (a ggml type): an ordinary
+    cacheable diffusion GGUF (bidirectional, with the adapter's mask token, logit shift and block decoding)."""
+    adapter = model.adapter
+
+    def as_diffusion(writer: GGUFWriter) -> None:
+        writer.add_bool(f"{adapter.architecture}.attention.causal", False)
+        writer.add_uint32("tokenizer.ggml.mask_token_id", adapter.mask_token_id)
+        writer.add_bool(SHIFT_KEY, adapter.shift_logits)
+        if adapter.block_decoding is not None:
+            _add_block_decoding(writer, adapter.block_decoding)
+
+    return merge_lora(
+        model.base, adapter.path, out, quantization_name, adapter.alpha / adapter.rank, settings=as_diffusion
+    )
+
+
+def merge_lora(
+    base: Path,
+    adapter: Path,
+    out: Path,
+    quantization_name: str,
+    scale: float,
+    *,
+    settings: Callable[[GGUFWriter], None] | None = None,
+) -> Path:
+    """`base` with the LoRA of `adapter` merged in (W + scale·B·A) at `out`: the adapted matrices stored at
+    `quantization_name` (a ggml type), every other tensor and key as the base has them, less the keys that
+    `settings` writes itself."""
     from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter
     from gguf.quants import dequantize, quantize
 
-    adapter = model.adapter
-    scale = adapter.alpha / adapter.rank
-    base_reader, lora_reader = GGUFReader(model.base), GGUFReader(adapter.path)
+    base_reader, lora_reader = GGUFReader(base), GGUFReader(adapter)
+    architecture = str(base_reader.fields["general.architecture"].contents())
     lora = {t.name: np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float32) for t in lora_reader.tensors}
-    writer = GGUFWriter(str(out), adapter.architecture)
+    writer = GGUFWriter(str(out), architecture)
+    if settings is not None:
+        settings(writer)
+    written = set(writer.kv_data[0]) if writer.kv_data else set()
     for name, field in base_reader.fields.items():
-        if name.startswith("GGUF.") or name in ("general.architecture", f"{adapter.architecture}.attention.causal"):
+        if name.startswith("GGUF.") or name == "general.architecture" or name in written:
             continue
         kind = field.types[0]
         writer.add_key_value(name, field.contents(), kind, field.types[-1] if kind == GGUFValueType.ARRAY else None)
-    writer.add_bool(f"{adapter.architecture}.attention.causal", False)
-    writer.add_uint32("tokenizer.ggml.mask_token_id", adapter.mask_token_id)
-    writer.add_bool(SHIFT_KEY, adapter.shift_logits)
-    if adapter.block_decoding is not None:
-        _add_block_decoding(writer, adapter.block_decoding)
     quantization = GGMLQuantizationType[quantization_name]
     for tensor in base_reader.tensors:
         a, b = lora.get(f"{tensor.name}.lora_a"), lora.get(f"{tensor.name}.lora_b")

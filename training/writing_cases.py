@@ -25,7 +25,7 @@ STANCES = ("decline", "accept", "apologise", "none")
 @dataclass(frozen=True)
 class WritingCase:
     kind: str
-    before: str  # the document up to the cursor
+    before: str  # the document up to the cursor (the target goes on from it: before + target reads right)
     after: str  # the document after the cursor ("" when the cursor is at its end)
     instruction: str  # what the writer typed in the draft box
     target: str  # the text that belongs at the cursor
@@ -38,52 +38,188 @@ class WritingCase:
 
 
 FIRST_NAMES = (
-    "Priya", "Tom", "Aisha", "Marco", "Yuki", "Sam", "Elena", "Kwame", "Sofia", "Liam", "Mei", "Jonas",
-    "Fatima", "Diego", "Hannah", "Ravi", "Chloe", "Oskar", "Nadia", "Ben", "Ines", "Tariq", "Lena", "Arjun",
-    "Grace", "Mateo", "Zara", "Felix", "Amara", "Noah", "Leila", "Erik", "Rosa", "Daniel", "Keiko", "Omar",
-    "Julia", "Sipho", "Clara", "Hugo", "Anya", "Victor", "Maya", "Pavel", "Lucia", "Owen", "Ingrid", "Kofi",
-)  # fmt: skip
+    "Priya",
+    "Tom",
+    "Aisha",
+    "Marco",
+    "Yuki",
+    "Sam",
+    "Elena",
+    "Kwame",
+    "Sofia",
+    "Liam",
+    "Mei",
+    "Jonas",
+    "Fatima",
+    "Diego",
+    "Hannah",
+    "Ravi",
+    "Chloe",
+    "Oskar",
+    "Nadia",
+    "Ben",
+    "Ines",
+    "Tariq",
+    "Lena",
+    "Arjun",
+    "Grace",
+    "Mateo",
+    "Zara",
+    "Felix",
+    "Amara",
+    "Noah",
+    "Leila",
+    "Erik",
+    "Rosa",
+    "Daniel",
+    "Keiko",
+    "Omar",
+    "Julia",
+    "Sipho",
+    "Clara",
+    "Hugo",
+    "Anya",
+    "Victor",
+    "Maya",
+    "Pavel",
+    "Lucia",
+    "Owen",
+    "Ingrid",
+    "Kofi",
+)
 SURNAMES = (
-    "Patel", "Okafor", "Rossi", "Tanaka", "Novak", "Garcia", "Schmidt", "Mensah", "Larsen", "Costa", "Nguyen",
-    "Fischer", "Haddad", "Moreau", "Kowalski", "Silva", "Brennan", "Ito", "Adeyemi", "Lindqvist", "Murphy",
-)  # fmt: skip
+    "Patel",
+    "Okafor",
+    "Rossi",
+    "Tanaka",
+    "Novak",
+    "Garcia",
+    "Schmidt",
+    "Mensah",
+    "Larsen",
+    "Costa",
+    "Nguyen",
+    "Fischer",
+    "Haddad",
+    "Moreau",
+    "Kowalski",
+    "Silva",
+    "Brennan",
+    "Ito",
+    "Adeyemi",
+    "Lindqvist",
+    "Murphy",
+)
 COMPANIES = (
-    "Hartley & Co", "Brightline", "Northwind Supplies", "Cedar Analytics", "Bluebird Studio", "Orbis Freight",
-    "Maple Street Bakery", "Greenleaf Foods", "Atlas Print", "Lumen Labs", "Riverside Books", "Kestrel Tools",
-    "Harbor Design", "Summit Outdoor", "Pine & Partners", "Copperfield Media",
-)  # fmt: skip
+    "Hartley & Co",
+    "Brightline",
+    "Northwind Supplies",
+    "Cedar Analytics",
+    "Bluebird Studio",
+    "Orbis Freight",
+    "Maple Street Bakery",
+    "Greenleaf Foods",
+    "Atlas Print",
+    "Lumen Labs",
+    "Riverside Books",
+    "Kestrel Tools",
+    "Harbor Design",
+    "Summit Outdoor",
+    "Pine & Partners",
+    "Copperfield Media",
+)
 PROJECTS = (
-    "budget review", "quarterly report", "website relaunch", "supplier contract", "training plan",
-    "product launch", "marketing brief", "audit preparation", "office move", "client workshop",
-    "hiring plan", "sales forecast", "design review", "migration plan", "annual survey",
-)  # fmt: skip
+    "budget review",
+    "quarterly report",
+    "website relaunch",
+    "supplier contract",
+    "training plan",
+    "product launch",
+    "marketing brief",
+    "audit preparation",
+    "office move",
+    "client workshop",
+    "hiring plan",
+    "sales forecast",
+    "design review",
+    "migration plan",
+    "annual survey",
+)
 PLACES = (
-    "the main conference room", "Room 4B", "the café on Elm Street", "the second-floor kitchen",
-    "the Blue Room", "our Leeds office", "the library meeting room", "Studio 2", "the front lobby",
-    "the rooftop terrace", "the Oak Room", "the canteen",
-)  # fmt: skip
+    "the main conference room",
+    "Room 4B",
+    "the café on Elm Street",
+    "the second-floor kitchen",
+    "the Blue Room",
+    "our Leeds office",
+    "the library meeting room",
+    "Studio 2",
+    "the front lobby",
+    "the rooftop terrace",
+    "the Oak Room",
+    "the canteen",
+)
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday")
 MONTHS = (
-    "January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-    "November", "December",
-)  # fmt: skip
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 PRODUCTS = (
-    "desk lamp", "coffee grinder", "pair of hiking boots", "wool blanket", "bluetooth speaker", "office chair",
-    "set of kitchen knives", "backpack", "standing desk", "kettle", "monitor stand", "rain jacket",
-)  # fmt: skip
+    "desk lamp",
+    "coffee grinder",
+    "pair of hiking boots",
+    "wool blanket",
+    "bluetooth speaker",
+    "office chair",
+    "set of kitchen knives",
+    "backpack",
+    "standing desk",
+    "kettle",
+    "monitor stand",
+    "rain jacket",
+)
 ITEMS_TO_SEND = (
-    "the latest figures", "the signed contract", "the slides", "the updated budget", "the meeting notes",
-    "the draft agenda", "the invoice", "the final design files", "the test results", "the guest list",
-)  # fmt: skip
+    "the latest figures",
+    "the signed contract",
+    "the slides",
+    "the updated budget",
+    "the meeting notes",
+    "the draft agenda",
+    "the invoice",
+    "the final design files",
+    "the test results",
+    "the guest list",
+)
 EVENTS = (
-    ("dinner", "at your place"), ("birthday party", "at the Red Lion"), ("book launch", "at Riverside Books"),
-    ("housewarming", "at the new flat"), ("summer barbecue", "in the garden"), ("farewell drinks", "at the Crown"),
-    ("wedding", "at St Mary's"), ("team lunch", "at Luigi's"), ("gallery opening", "at the Harbor Gallery"),
-)  # fmt: skip
+    ("dinner", "at your place"),
+    ("birthday party", "at the Red Lion"),
+    ("book launch", "at Riverside Books"),
+    ("housewarming", "at the new flat"),
+    ("summer barbecue", "in the garden"),
+    ("farewell drinks", "at the Crown"),
+    ("wedding", "at St Mary's"),
+    ("team lunch", "at Luigi's"),
+    ("gallery opening", "at the Harbor Gallery"),
+)
 REASONS = (
-    "a supplier delay", "an unexpected staff shortage", "a problem with our courier", "a late change in the specs",
-    "a system outage last week", "a backlog after the holidays", "a fault we found in final testing",
-)  # fmt: skip
+    "a supplier delay",
+    "an unexpected staff shortage",
+    "a problem with our courier",
+    "a late change in the specs",
+    "a system outage last week",
+    "a backlog after the holidays",
+    "a fault we found in final testing",
+)
 
 
 def _time(rng: random.Random) -> str:
@@ -168,9 +304,13 @@ def _lower_first(sentence: str) -> str:
 
 # Openings the writer may have begun the sentence at the cursor with; the target then goes on from them.
 _CLAUSE_OPENERS = (
-    "I wanted to let you know that", "Just a quick note to say that", "I'm writing to let you know that",
-    "I wanted to say that", "Quick update:", "To answer your question,",
-)  # fmt: skip
+    "I wanted to let you know that",
+    "Just a quick note to say that",
+    "I'm writing to let you know that",
+    "I wanted to say that",
+    "Quick update:",
+    "To answer your question,",
+)
 
 
 def _compose(
@@ -209,12 +349,18 @@ def _compose(
                 "Thanks for your patience.",
                 "Speak soon.",
                 "Hope the rest of your week goes well.",
-            )  # fmt: skip
+            )
         )
         after = f"\n\n{last}\n\n{letter.sign_off}\n{letter.me}"
     target = _joined(body, opener)
-    if not opener:
-        before = before.rstrip()
+    if not opener:  # where the writer left the cursor: after a blank line, after a space, or at the full stop
+        cursor = rng.random()
+        if cursor < 0.4:
+            before += "\n\n"
+        elif cursor < 0.6:
+            before += " "
+        else:
+            target = rng.choice(("\n\n", " ")) + target
     for fact in facts:
         assert occurrences(fact, target) == 1, (kind, fact, target)
     return WritingCase(kind, before, after, instruction, target, facts, stance, (letter.to, letter.me, *names))
@@ -238,7 +384,7 @@ def _meeting_reply(rng: random.Random) -> WritingCase:
                 "Thanks for setting up the {p} meeting for {d}.",
                 "I saw your invite for the {p} on {d}.",
                 "Thanks for organising the {p} this {d}.",
-            ),  # fmt: skip
+            ),
             p=project,
             d=day,
         )
@@ -252,7 +398,7 @@ def _meeting_reply(rng: random.Random) -> WritingCase:
                 "I'm afraid I can't make it on {d}.",
                 "Sadly I won't be able to attend on {d}.",
                 "I can't make {d}, I'm sorry to say.",
-            ),  # fmt: skip
+            ),
             d=day,
         )
         propose = _pick(
@@ -262,7 +408,7 @@ def _meeting_reply(rng: random.Random) -> WritingCase:
                 "Would {n} at {t} work for you instead?",
                 "How about {n} at {t}?",
                 "I could do {n} at {t}, if that suits you.",
-            ),  # fmt: skip
+            ),
             n=new_day,
             t=time,
         )
@@ -270,8 +416,17 @@ def _meeting_reply(rng: random.Random) -> WritingCase:
         facts: tuple[str, ...] = (new_day, time)
         ask = rng.random() < 0.7
         if ask:
-            core.append(_pick(rng, ("Could you also send me {i}?", "In the meantime, could you send over {i}?",
-                                    "It would help to have {i} before then."), i=item))  # fmt: skip
+            core.append(
+                _pick(
+                    rng,
+                    (
+                        "Could you also send me {i}?",
+                        "In the meantime, could you send over {i}?",
+                        "It would help to have {i} before then.",
+                    ),
+                    i=item,
+                )
+            )
             facts += (item.removeprefix("the "),)
         instruction = _pick(
             rng,
@@ -281,7 +436,7 @@ def _meeting_reply(rng: random.Random) -> WritingCase:
                 "Say I can't come on {d} and propose {n} at {t}{a}.",
                 "Write that {d} doesn't work for me and offer {n} at {t}{a}.",
                 "reply: can't do {d}, {n} at {t} instead?{a}",
-            ),  # fmt: skip
+            ),
             d=day,
             n=new_day,
             t=time,
@@ -293,7 +448,7 @@ def _meeting_reply(rng: random.Random) -> WritingCase:
                 rng,
                 ("{d} works for me.", "I'll be there on {d}.", "Count me in for {d}.", "Yes, I can make {d}."),
                 d=day,
-            ),  # fmt: skip
+            ),
             _pick(rng, ("See you at {t}.", "I'll be there at {t}.", "{t} is fine."), t=time),
         ]
         facts = (day, time)
@@ -304,7 +459,7 @@ def _meeting_reply(rng: random.Random) -> WritingCase:
                 "Accept: {d} at {t} is fine.",
                 "the rest of my reply: yes to {d} at {t}.",
                 "Say I'll attend on {d} at {t}.",
-            ),  # fmt: skip
+            ),
             d=day,
             t=time,
         )
@@ -312,8 +467,17 @@ def _meeting_reply(rng: random.Random) -> WritingCase:
         if day in context[0]:
             core[0] = rng.choice(("That works for me.", "I'll be there.", "Count me in."))
     closing = ("Thanks for understanding.", "Sorry for the short notice.", "Looking forward to catching up.")
-    return _compose(rng, "meeting-reply", letter, context, core, instruction, facts, stance,
-                    closing=closing if stance == "decline" else ("Thanks for organising.",))  # fmt: skip
+    return _compose(
+        rng,
+        "meeting-reply",
+        letter,
+        context,
+        core,
+        instruction,
+        facts,
+        stance,
+        closing=closing if stance == "decline" else ("Thanks for organising.",),
+    )
 
 
 def _invitation_reply(rng: random.Random) -> WritingCase:
@@ -329,7 +493,7 @@ def _invitation_reply(rng: random.Random) -> WritingCase:
             ),
             e=event,
             w=where,
-        )  # fmt: skip
+        )
     ]
     stance = rng.choice(("accept", "decline"))
     bring = rng.choice(("a dessert", "a bottle of wine", "some flowers", "a salad", "my guitar"))
@@ -344,7 +508,7 @@ def _invitation_reply(rng: random.Random) -> WritingCase:
                     "I'm delighted to accept, and I'll see you on {d}.",
                 ),
                 d=day,
-            ),  # fmt: skip
+            ),
             _pick(rng, ("I'll bring {b}.", "Let me bring {b}.", "I'm happy to bring {b}."), b=bring),
         ]
         instruction = _pick(
@@ -353,7 +517,7 @@ def _invitation_reply(rng: random.Random) -> WritingCase:
                 "accept, I'll be there on {d} and bring {b}",
                 "Say yes for {d} and offer to bring {b}.",
                 "the rest: happy to come {d}, will bring {b}",
-            ),  # fmt: skip
+            ),
             d=day,
             b=bring,
         )
@@ -369,7 +533,7 @@ def _invitation_reply(rng: random.Random) -> WritingCase:
                     "Unfortunately I have to decline, as I'm away on {d}.",
                 ),
                 d=day,
-            ),  # fmt: skip
+            ),
             _pick(rng, ("I have {c} that day.", "It clashes with {c}.", "I'll be at {c}."), c=clash),
             rng.choice(("I hope it's a wonderful evening.", "Have a great time, and let's catch up soon.")),
         ]
@@ -379,7 +543,7 @@ def _invitation_reply(rng: random.Random) -> WritingCase:
                 "decline politely, I'm at {c} on {d}",
                 "Say I can't come on {d} because of {c}.",
                 "the rest of my reply: sorry, can't make {d}, I have {c}",
-            ),  # fmt: skip
+            ),
             d=day,
             c=clash,
         )
@@ -398,7 +562,7 @@ def _delay_notice(rng: random.Random) -> WritingCase:
             ("Thank you for your order {o}.", "I'm writing about order {o}.", "This is about {t} (reference {o})."),
             o=order,
             t=thing,
-        )  # fmt: skip
+        )
     ]
     core = [
         _pick(
@@ -410,7 +574,7 @@ def _delay_notice(rng: random.Random) -> WritingCase:
             ),
             t=thing,
             o=old,
-        ),  # fmt: skip
+        ),
         _pick(rng, ("This is due to {r}.", "The delay is caused by {r}.", "We ran into {r}."), r=reason),
         _pick(rng, ("The new date is {n}.", "It will now arrive on {n}.", "You can expect it by {n}."), n=new),
     ]
@@ -422,15 +586,24 @@ def _delay_notice(rng: random.Random) -> WritingCase:
             "Tell them it's late because of {r}; new date: {n}.",
             "the rest: say sorry, {r}, it will be ready {n}",
             "Apologise and give the new date, {n}. Reason: {r}.",
-        ),  # fmt: skip
+        ),
         r=reason,
         n=new,
     )
     if old_in:
         instruction += f" (it was due {old})"
     facts = (new, reason) + ((old,) if old_in else ())
-    return _compose(rng, "delay-notice", letter, context, core, instruction, facts, "apologise",
-                    closing=("Thank you for your patience.", "Please accept our apologies."))  # fmt: skip
+    return _compose(
+        rng,
+        "delay-notice",
+        letter,
+        context,
+        core,
+        instruction,
+        facts,
+        "apologise",
+        closing=("Thank you for your patience.", "Please accept our apologies."),
+    )
 
 
 def _payment_reminder(rng: random.Random) -> WritingCase:
@@ -446,7 +619,7 @@ def _payment_reminder(rng: random.Random) -> WritingCase:
                 "I hope the project is going smoothly on your side.",
             ),
             c=company,
-        )  # fmt: skip
+        )
     ]
     core = [
         _pick(
@@ -459,14 +632,14 @@ def _payment_reminder(rng: random.Random) -> WritingCase:
             i=invoice,
             a=amount,
             d=due,
-        ),  # fmt: skip
+        ),
         rng.choice(
             (
                 "You can pay by bank transfer using the details on the invoice.",
                 "Please let me know if you need another copy.",
                 "Payment by card or bank transfer is fine.",
             )
-        ),  # fmt: skip
+        ),
     ]
     instruction = _pick(
         rng,
@@ -474,13 +647,22 @@ def _payment_reminder(rng: random.Random) -> WritingCase:
             "remind them invoice {i} for {a} is due {d}",
             "A polite reminder: {a}, invoice {i}, due on {d}.",
             "the rest: payment reminder, {a} due {d} (invoice {i})",
-        ),  # fmt: skip
+        ),
         i=invoice,
         a=amount,
         d=due,
     )
-    return _compose(rng, "payment-reminder", letter, context, core, instruction, (amount, due, invoice), "none",
-                    closing=("Thank you in advance.", "Many thanks."))  # fmt: skip
+    return _compose(
+        rng,
+        "payment-reminder",
+        letter,
+        context,
+        core,
+        instruction,
+        (amount, due, invoice),
+        "none",
+        closing=("Thank you in advance.", "Many thanks."),
+    )
 
 
 def _thanks_and_invite(rng: random.Random) -> WritingCase:
@@ -500,14 +682,14 @@ def _thanks_and_invite(rng: random.Random) -> WritingCase:
                 "I couldn't have managed {h} without you.",
             ),
             h=help_with,
-        ),  # fmt: skip
+        ),
         _pick(
             rng,
             (
                 "Would you like to come to dinner at {p} on {d} at {t}?",
                 "Let me take you to dinner at {p}, {d} at {t}?",
                 "Are you free on {d}? Dinner at {p}, {t}, my treat.",
-            ),  # fmt: skip
+            ),
             p=place,
             d=day,
             t=time,
@@ -519,7 +701,7 @@ def _thanks_and_invite(rng: random.Random) -> WritingCase:
             "thank them for helping with {h} and invite them to dinner at {p} on {d} at {t}",
             "Thanks for {h}; dinner at {p}, {d} {t}?",
             "the rest: a thank-you for {h}, plus a dinner invite ({p}, {d}, {t})",
-        ),  # fmt: skip
+        ),
         h=help_with,
         p=place,
         d=day,
@@ -542,7 +724,7 @@ def _order_problem(rng: random.Random) -> WritingCase:
             ),
             p=product,
             o=order,
-        )  # fmt: skip
+        )
     ]
     core = [
         _pick(
@@ -555,14 +737,14 @@ def _order_problem(rng: random.Random) -> WritingCase:
                 "We've sent a replacement today, free of charge.",
                 "We will ship a replacement at no cost.",
             ),
-        ),  # fmt: skip
+        ),
         _pick(
             rng,
             (
                 "As a thank-you for your patience, here is a code for {pc} off your next order: {c}.",
                 "Please use code {c} for {pc} off your next purchase.",
                 "You can also use {c} for {pc} off next time.",
-            ),  # fmt: skip
+            ),
             c=code,
             pc=percent,
         ),
@@ -573,19 +755,37 @@ def _order_problem(rng: random.Random) -> WritingCase:
             "apologise, replacement shipped, give code {c} for {pc} off",
             "Say sorry, send a replacement and offer {pc} off with {c}.",
             "the rest: apology, replacement on its way, discount code {c} ({pc})",
-        ),  # fmt: skip
+        ),
         c=code,
         pc=percent,
     )
-    return _compose(rng, "order-problem", letter, context, core, instruction, (code, percent), "apologise",
-                    closing=("Thank you for shopping with us.",))  # fmt: skip
+    return _compose(
+        rng,
+        "order-problem",
+        letter,
+        context,
+        core,
+        instruction,
+        (code, percent),
+        "apologise",
+        closing=("Thank you for shopping with us.",),
+    )
 
 
 def _staff_announcement(rng: random.Random) -> WritingCase:
     letter = _Letter.drawn(rng, formal=False)
     letter.greeting = rng.choice(("Hi all,", "Hello everyone,", "Dear team,", "Hi team,"))
-    what = rng.choice(("a fire drill", "the quarterly all-hands", "a first-aid course", "the summer party",
-                       "a security training", "the office clean-up day", "a farewell for Marta"))  # fmt: skip
+    what = rng.choice(
+        (
+            "a fire drill",
+            "the quarterly all-hands",
+            "a first-aid course",
+            "the summer party",
+            "a security training",
+            "the office clean-up day",
+            "a farewell for Marta",
+        )
+    )
     day, time, place = rng.choice(WEEKDAYS), _time(rng), rng.choice(PLACES)
     bring = rng.choice(("your laptop", "your badge", "comfortable shoes", "a mug", "questions for the Q&A"))
     context = [
@@ -606,7 +806,7 @@ def _staff_announcement(rng: random.Random) -> WritingCase:
             d=day,
             t=time,
             p=place,
-        ),  # fmt: skip
+        ),
         _pick(rng, ("Please bring {b}.", "Don't forget to bring {b}.", "Remember {b}."), b=bring),
     ]
     instruction = _pick(
@@ -615,23 +815,38 @@ def _staff_announcement(rng: random.Random) -> WritingCase:
             "announce {w}: {d}, {t}, {p}; bring {b}",
             "Tell everyone about {w} on {d} at {t} in {p}, and to bring {b}.",
             "the rest: {w}, {d} {t}, {p}. bring {b}",
-        ),  # fmt: skip
+        ),
         w=what,
         d=day,
         t=time,
         p=place,
         b=bring,
     )
-    return _compose(rng, "staff-announcement", letter, context, core, instruction, (day, time, place, bring), "none",
-                    closing=("Thanks, everyone.", "See you there."))  # fmt: skip
+    return _compose(
+        rng,
+        "staff-announcement",
+        letter,
+        context,
+        core,
+        instruction,
+        (day, time, place, bring),
+        "none",
+        closing=("Thanks, everyone.", "See you there."),
+    )
 
 
 def _job_offer_reply(rng: random.Random) -> WritingCase:
     letter = _Letter.drawn(rng, formal=True)
     role = rng.choice(("Data Analyst", "Product Designer", "Sales Manager", "Junior Developer", "Office Manager"))
     company, start = rng.choice(COMPANIES), _date(rng)
-    context = [_pick(rng, ("Thank you for offering me the {r} position at {c}.", "Thank you for the offer of the {r} role."),
-                     r=role, c=company)]  # fmt: skip
+    context = [
+        _pick(
+            rng,
+            ("Thank you for offering me the {r} position at {c}.", "Thank you for the offer of the {r} role."),
+            r=role,
+            c=company,
+        )
+    ]
     stance = rng.choice(("accept", "decline"))
     if stance == "accept":
         core = [
@@ -649,7 +864,7 @@ def _job_offer_reply(rng: random.Random) -> WritingCase:
                     "I'm afraid I must decline.",
                     "Unfortunately, I have to turn the offer down.",
                 )
-            ),  # fmt: skip
+            ),
             _pick(rng, ("I have accepted {o}.", "I've decided to take {o}."), o=other),
             rng.choice(("Thank you for your time and for the kind conversations.", "I hope our paths cross again.")),
         ]
@@ -687,7 +902,7 @@ def _outage_notice(rng: random.Random) -> WritingCase:
             d=day,
             a=start,
             b=end,
-        ),  # fmt: skip
+        ),
         rng.choice(
             ("We're sorry for the inconvenience.", "Thank you for your understanding.", "Please plan around it.")
         ),
@@ -698,7 +913,7 @@ def _outage_notice(rng: random.Random) -> WritingCase:
             "the {s} is off on {d}, {a} to {b}",
             "Tell everyone the {s} will be down on {d} from {a} until {b}.",
             "the rest: {s} outage {d}, {a}-{b}",
-        ),  # fmt: skip
+        ),
         s=service,
         d=day,
         a=start,
@@ -730,8 +945,13 @@ def _order_confirmation(rng: random.Random) -> WritingCase:
 def _request_documents(rng: random.Random) -> WritingCase:
     letter = _Letter.drawn(rng)
     item, due, project = rng.choice(ITEMS_TO_SEND), _date(rng), rng.choice(PROJECTS)
-    context = [_pick(rng, ("We're getting ready for the {p}.", "The {p} is coming together.", "Thanks for the update on the {p}."),
-                     p=project)]  # fmt: skip
+    context = [
+        _pick(
+            rng,
+            ("We're getting ready for the {p}.", "The {p} is coming together.", "Thanks for the update on the {p}."),
+            p=project,
+        )
+    ]
     core = [
         _pick(
             rng,
