@@ -194,4 +194,5 @@ class SharpenService:
             quality_margin=config.router.quality_margin,
             on_topic_margin=config.router.on_topic_margin,
             repeats_margin=config.router.repeats_margin,
+            faithful_margin=config.router.faithful_margin,
         )

@@ -69,6 +69,11 @@ class CatalogueEntry:
     # Rewrites of paragraphs holding names and numbers ("more formal", "shorter", "as a list"): the mean share
     # of the selection's names and numbers the rewrite keeps (bench/drafter_vs_ar.py). -1: not measured.
     rewrites_kept: float = -1.0
+    # Drafts into a document on the held-out kinds of bench/faithful_drafts.py (hand-written cases, at a fresh
+    # install's settings): the share of the facts asked that the drafts state, and the share of the stances
+    # asked (decline, accept, apologise) that they turn around. -1: not measured.
+    drafts_facts: float = -1.0
+    drafts_flips: float = -1.0
     builtin: bool = True
 
     @property
@@ -156,6 +161,8 @@ def entry_from_table(name: str, table: Any, where: str, *, builtin: bool) -> Cat
         ("drafts_on_topic", entry.drafts_on_topic),
         ("drafts_repeats", entry.drafts_repeats),
         ("rewrites_kept", entry.rewrites_kept),
+        ("drafts_facts", entry.drafts_facts),
+        ("drafts_flips", entry.drafts_flips),
     )
     for name, share in shares:
         if share != -1.0 and not 0.0 <= share <= 1.0:

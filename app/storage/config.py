@@ -120,6 +120,13 @@ class RouterSection:
         "AR's, by more than this (the catalogue's drafts_repeats)",
         between(0.0, 1.0),
     )
+    faithful_margin: float = option(
+        0.1,
+        "under measured, drafts go to AR when the draft model's drafts into a document state a smaller share "
+        "of the facts asked than AR's, or turn around a larger share of the stances asked, by more than this "
+        "(the catalogue's drafts_facts and drafts_flips)",
+        between(0.0, 1.0),
+    )
 
 
 @dataclass(frozen=True)
