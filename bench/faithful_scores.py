@@ -94,6 +94,8 @@ ACCEPT_KEEPS = (
     "would love to",
     "i accept",
     "we accept",
+    "gladly accept",
+    "definitely be there",
     "will be there",
     "i'll be there",
     "we'll be there",

@@ -3,9 +3,10 @@ to write what a draft into a document asks (facts kept once, stances kept, names
 the prompt echoed), laid out exactly as the AR drafter lays such drafts out (app/domain/context.py's
 continued_reply: the request in the user's turn, the document up to the cursor as the start of the reply).
 
-It learns from two sources, mixed: the writing cases (training/writing_cases.py, composed by the project's
-own code from pools) and the open instruction -> draft pairs the shipped drafter learned from (SmolLM2's own
-cleaned drafts), so that replies to open prompts stay as they were. Next-token loss on what the model is to
+It learns from two sources, mixed: the writing cases (training/writing_cases.py's kinds and
+training/writing_clauses.py's lists of things to say, composed by the project's own code from pools) and
+the open instruction -> draft pairs the shipped drafter learned from (SmolLM2's own cleaned drafts), so
+that replies to open prompts stay as they were. Next-token loss on what the model is to
 write (the held-back white space, the text, end-of-turn), causal attention, bf16 autocast where the CPU has
 AMX. It checkpoints as it goes and resumes (--resume); the adapter is a llama.cpp LoRA GGUF of the base.
 
@@ -32,6 +33,7 @@ from training.adapt.lora import LoRALinear, add_lora, base_model
 from training.data import Pair, distinct_instructions, load_pairs
 from training.loop import cosine_rate, count_to_str, descend, spent
 from training.writing_cases import WritingCase, writing_cases
+from training.writing_clauses import clause_cases
 
 ADAPTER_NAME = "sharpen-write-lora.gguf"
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -43,7 +45,8 @@ HELD_CASES = 48  # writing cases of another seed, evaluated every `eval_every` s
 class WritePlan:
     out: Path
     base: Path
-    cases: int = 6000
+    cases: int = 6000  # of training/writing_cases.py's kinds
+    clauses: int = 6000  # and of training/writing_clauses.py's lists of things to say
     open_share: float = 0.3  # of the rows trained on, this share are open pairs
     open_data: tuple[Path, ...] = OPEN_DATA
     minutes: float = 20.0
@@ -164,8 +167,10 @@ def run(plan: WritePlan, log: Callable[[str], object] = print) -> Path:
     torch.manual_seed(plan.seed)
     rng = random.Random(plan.seed)
     encoder = Encoder(plan.base, plan.max_answer)
-    cases = [encoder.case(case) for case in writing_cases(plan.cases, seed=plan.seed)]
-    held = [encoder.case(case) for case in writing_cases(HELD_CASES, seed=plan.seed + 1000)]
+    made = writing_cases(plan.cases, seed=plan.seed) + clause_cases(plan.clauses, seed=plan.seed)
+    cases = [encoder.case(case) for case in made]
+    held_made = writing_cases(HELD_CASES // 2, seed=plan.seed + 1000) + clause_cases(HELD_CASES // 2, plan.seed + 1000)
+    held = [encoder.case(case) for case in held_made]
     pairs = distinct_instructions([pair for path in plan.open_data for pair in load_pairs(path)])
     open_rows = [encoder.pair(pair) for pair in pairs]
     model = base_model(plan.base)
@@ -261,6 +266,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("training/out-write"))
     parser.add_argument("--base", type=Path, default=None, help="the base GGUF (default: the embedded AR model)")
     parser.add_argument("--cases", type=int, default=WritePlan.cases)
+    parser.add_argument("--clauses", type=int, default=WritePlan.clauses)
     parser.add_argument("--open-share", type=float, default=WritePlan.open_share)
     parser.add_argument("--minutes", type=float, default=WritePlan.minutes)
     parser.add_argument("--steps", type=int, default=None, help="stop after this many steps (tests)")
@@ -277,6 +283,7 @@ def main() -> None:
         out=args.out,
         base=base,
         cases=args.cases,
+        clauses=args.clauses,
         open_share=args.open_share,
         minutes=args.minutes,
         max_steps=args.steps,

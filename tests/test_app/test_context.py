@@ -9,7 +9,7 @@ from app.orchestration.drafters import _after_held_back
 from app.service import SharpenService
 from app.storage.config import Config
 from app.storage.paths import sharpen_paths
-from engines.events import Done, GenerationStats, Token
+from engines.events import Done, Event, GenerationStats, Token
 from router.request import approximate_tokens
 
 
@@ -90,11 +90,15 @@ def test_a_reply_less_the_white_space_the_document_holds() -> None:
     """The document's closing white space is left for the model to write; the draft is what follows it."""
     stats = GenerationStats(prompt_tokens=1, reused_tokens=0, trimmed_tokens=0, generated_tokens=3,
                             time_to_first_token_s=None, total_s=0.1, finish_reason="eos")  # fmt: skip
-    streamed = [Token("\n", 1, 0), Token("\nDear", 2, 1), Token(" Sam", 3, 2), Done("\n\nDear Sam", stats)]
-    events = list(_after_held_back(iter(streamed), "\n\n"))
-    assert [e.text for e in events] == ["Dear", " Sam", "Dear Sam"]
-    other = list(_after_held_back(iter([Token(" Hi", 1, 0), Done(" Hi", stats)]), "\n\n"))
-    assert [e.text for e in other] == [" Hi", " Hi"]
+    streamed: list[Event] = [Token("\n", 1, 0), Token("\nDear", 2, 1), Token(" Sam", 3, 2), Done("\n\nDear Sam", stats)]
+    assert [text_of(e) for e in _after_held_back(iter(streamed), "\n\n")] == ["Dear", " Sam", "Dear Sam"]
+    other: list[Event] = [Token(" Hi", 1, 0), Done(" Hi", stats)]
+    assert [text_of(e) for e in _after_held_back(iter(other), "\n\n")] == [" Hi", " Hi"]
+
+
+def text_of(event: Event) -> str:
+    assert isinstance(event, Token | Done)
+    return event.text
 
 
 def test_a_continued_reply_gives_the_text_after_the_cursor_in_the_request() -> None:
