@@ -16,11 +16,10 @@ AMX. It checkpoints as it goes and resumes (--resume); the adapter is a llama.cp
 from __future__ import annotations
 
 import argparse
-import csv
 import random
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -29,6 +28,7 @@ from torch.nn import functional as F
 from app.domain.context import continued_reply
 from models.adapted import write_adapter
 from models.transformer import DiffusionTransformer
+from training.adapt.checkpoint import Progress, read_checkpoint, write_checkpoint
 from training.adapt.lora import LoRALinear, add_lora, base_model
 from training.data import Pair, distinct_instructions, load_pairs
 from training.loop import cosine_rate, count_to_str, descend, spent
@@ -36,7 +36,6 @@ from training.writing_cases import WritingCase, writing_cases
 from training.writing_clauses import clause_cases
 
 ADAPTER_NAME = "sharpen-write-lora.gguf"
-CHECKPOINT_NAME = "checkpoint.pt"
 OPEN_DATA = (Path("training/data/drafts-open.jsonl"), Path("training/data/drafts-open-seed1.jsonl"))
 HELD_CASES = 48  # writing cases of another seed, evaluated every `eval_every` steps
 
@@ -133,31 +132,9 @@ def held_loss(model: DiffusionTransformer, held: list[Row], eos: int, batch: int
     return sum(losses) / len(losses)
 
 
-@dataclass
-class Progress:
-    step: int = 0
-    planned: int = 0
-    tokens_seen: int = 0
-    train_loss: float = float("nan")
-    minutes: float = 0.0
-    rows: list[dict[str, float]] = field(default_factory=list)
-
-
 def save(plan: WritePlan, wrapped: dict[str, LoRALinear], progress: Progress, optimizer: torch.optim.Optimizer) -> Path:
     """The adapter GGUF, the log, and a checkpoint to resume from."""
-    lora = {name: (w.a.detach().numpy().copy(), w.b.detach().numpy().copy()) for name, w in wrapped.items()}
-    checkpoint = {
-        "lora": {name: tuple(map(torch.from_numpy, pair)) for name, pair in lora.items()},
-        "optimizer": optimizer.state_dict(),
-        "progress": asdict(progress),
-    }
-    partial = plan.out / f"{CHECKPOINT_NAME}.partial"
-    torch.save(checkpoint, partial)
-    partial.replace(plan.out / CHECKPOINT_NAME)
-    with (plan.out / "training_log.csv").open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(progress.rows[0]))
-        writer.writeheader()
-        writer.writerows(progress.rows)
+    lora = write_checkpoint(plan.out, wrapped, progress, optimizer)
     return write_adapter(
         plan.out / ADAPTER_NAME, plan.base, lora, alpha=plan.alpha, name="sharpen-write-lora", diffusion=False
     )
@@ -186,13 +163,7 @@ def run(plan: WritePlan, log: Callable[[str], object] = print) -> Path:
     )
     progress = Progress()
     if plan.resume:
-        checkpoint = torch.load(plan.out / CHECKPOINT_NAME, weights_only=False)
-        with torch.no_grad():
-            for name, (a, b) in checkpoint["lora"].items():
-                wrapped[name].a.copy_(a)
-                wrapped[name].b.copy_(b)
-        optimizer.load_state_dict(checkpoint["optimizer"])
-        progress = Progress(**checkpoint["progress"])
+        progress = Progress(**read_checkpoint(plan.out, wrapped, optimizer)["progress"])
         if progress.step and progress.minutes:
             progress.planned = max(progress.step + 1, int(plan.minutes * progress.step / progress.minutes))
         log(f"resumed at step {progress.step} ({progress.minutes:.1f} min trained)")
