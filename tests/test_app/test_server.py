@@ -388,6 +388,35 @@ def test_a_busy_ar_engine_says_when_to_retry_and_a_remote_sharpen_passes_it_on(
         holder.join(timeout=120)
 
 
+def test_a_burst_larger_than_the_old_queue_of_four_is_all_answered(service: SharpenService) -> None:
+    """A script's batch sent at once, behind a running request, against the default queue: every request
+    waits its turn and is answered; none is turned away (the clients retry nothing)."""
+    long_prompt = "The committee reviewed the budget, the hiring plan and the office move in detail. " * 60
+    answered: list[str] = []
+    with running_server(service) as url:
+        holder = threading.Thread(
+            target=lambda: httpx.post(
+                f"{url}/v1/completions", json={"prompt": long_prompt, "max_tokens": 400}, timeout=120
+            )
+        )
+        holder.start()
+        assert _wait_for(lambda: _status(url)["ar"]["running"])
+
+        def ask(number: int) -> None:
+            reply = client(url).completions.create(model="sharpen", prompt=f"Note {number}: dear Sam,", max_tokens=2)
+            answered.append(reply.choices[0].text)
+
+        burst = [threading.Thread(target=ask, args=(number,)) for number in range(12)]
+        for thread in burst:
+            thread.start()
+        waited_at_once = _wait_for(lambda: _status(url)["ar"]["waiting"] >= 12)
+        for thread in [*burst, holder]:
+            thread.join(timeout=120)
+        ar = _status(url)["ar"]
+    assert waited_at_once, "the burst waited behind the running request, more at once than the old queue of 4"
+    assert len(answered) == 12 and ar["refused"] == 0 and ar["served"] == 13
+
+
 def test_a_client_that_disconnects_cancels_its_draft(service: SharpenService) -> None:
     with running_server(service, ServerOptions(queue=0)) as url:
         with _long_draft(url) as running:
