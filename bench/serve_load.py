@@ -15,7 +15,7 @@ own timeout and retries) start together, each making M short requests in turn (a
 completed and failed, p50/p95 latency, the 429s the server answered (the clients retry them by themselves)
 and the server process's peak resident memory.
 
-    .venv/bin/python bench/serve_load.py --burst [--clients 32] [--requests 4] [--deadline-s 900]
+    .venv/bin/python bench/serve_load.py --burst [--clients 32] [--requests 4] [--deadline-s 900] [--queue N]
 """
 
 from __future__ import annotations
@@ -104,11 +104,13 @@ def peak_rss_mib(pid: int) -> float | None:
 
 
 @contextmanager
-def sharpen_serve(home: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """A fresh `sharpen serve` with its defaults in a process of its own, on a free loopback port."""
+def sharpen_serve(home: Path, queue: int | None) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A fresh `sharpen serve` with its defaults (but `queue`, where given) in a process of its own, on a free
+    loopback port."""
     port = free_port()
     env = os.environ | {"SHARPEN_HOME": str(home)}
     command = [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    command += [] if queue is None else ["--queue", str(queue)]
     server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -131,13 +133,13 @@ def sharpen_serve(home: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
             server.wait()
 
 
-def burst(clients: int, requests: int, deadline_s: float) -> None:
+def burst(clients: int, requests: int, deadline_s: float, queue: int | None) -> None:
     """N openai clients at their default settings start together against a fresh `sharpen serve`."""
     latencies: list[float] = []
     failed: list[str] = []
     not_sent = 0
     lock = threading.Lock()
-    with tempfile.TemporaryDirectory() as home, sharpen_serve(Path(home)) as (url, server):
+    with tempfile.TemporaryDirectory() as home, sharpen_serve(Path(home), queue) as (url, server):
         start_together = threading.Barrier(clients)
         stop_at = time.monotonic() + deadline_s
 
@@ -175,10 +177,11 @@ def burst(clients: int, requests: int, deadline_s: float) -> None:
         engines = get_json(f"{url}/v1/sharpen/status")["engines"]
         assert isinstance(engines, dict)
         refused = sum(int(queue["refused"]) for queue in engines.values())
+        waiting = int(engines["ar"]["capacity"]) - 1  # the server's own server.queue
         peak = peak_rss_mib(server.pid)
     unanswered = clients * requests - len(latencies) - len(failed) - not_sent
     print(f"burst: {clients} openai clients at once (their default settings), {requests} short requests each,")
-    print(f"against a fresh `sharpen serve` (server.queue {ServerSection().queue}), {wall:.1f} s in all")
+    print(f"against a fresh `sharpen serve` (server.queue {waiting}), {wall:.1f} s in all")
     print(f"completed {len(latencies)}, failed {len(failed)}, not sent (deadline) {not_sent}, unanswered {unanswered}")
     print(f"429s answered by the server (the clients retry them) {refused}")
     print(f"latency {percentiles(latencies)}")
@@ -193,15 +196,16 @@ def main() -> None:
     parser.add_argument("--clients", type=int, help="clients at once (default 16; 32 with --burst)")
     parser.add_argument("--requests", type=int, help="requests each client makes (default 5; 4 with --burst)")
     parser.add_argument(
-        "--queue", type=int, default=ServerSection().queue, help="server.queue: requests waiting per engine"
+        "--queue", type=int, help="server.queue: requests waiting per engine (default: the configured default)"
     )
     parser.add_argument("--deadline-s", type=float, default=900.0, help="--burst: no request is sent after this")
     args = parser.parse_args()
     print(describe_machine())
     if args.burst:
-        burst(args.clients or 32, args.requests or 4, args.deadline_s)
+        burst(args.clients or 32, args.requests or 4, args.deadline_s, args.queue)
         return
     args.clients, args.requests = args.clients or 16, args.requests or 5
+    args.queue = ServerSection().queue if args.queue is None else args.queue
     kinds = ("chat", "complete", "draft")
     latencies: dict[str, list[float]] = defaultdict(list)
     refusals = 0
