@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from app.domain.draft_request import DraftRequest, routing_request
+from app.domain.option_engines import pinned
 from app.domain.reply import Reply
 from app.errors import RoutingError, SharpenError
 from app.orchestration.draft_length_log import DraftLengthLog
@@ -98,9 +99,11 @@ class SharpenService:
 
     def draft(self, request: DraftRequest, *, cancel: CancelToken | None = None) -> Reply:
         """A draft or a rewrite: routed (the document around the cursor counted in), then handed to the drafter
-        of the engine the route chose, which settles its own options. The engine loads and runs when the reply is
-        iterated; the document is fitted to the model's context then, and the reply records what was left out.
+        of the engine the route chose, which settles its own options. An option only one engine reads pins that
+        engine (OptionConflict where it contradicts the engine asked for). The engine loads and runs when the reply
+        is iterated; the document is fitted to the model's context then, and the reply records what was left out.
         The first draft on a fresh install measures the engines first (a few seconds; router.auto_calibrate)."""
+        request = pinned(request)
         tokens = request.tokens or self.config.diffusion.tokens
         given = request.given_options
         settings = self.draft_settings.resolve(**given)

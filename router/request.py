@@ -12,6 +12,7 @@ Quality = Literal["fast", "balanced", "best"]
 # Which rule decided a route (router/policy.py), for code and tests; the reason says it for people.
 Rule = Literal[
     "forced",
+    "pinned",
     "only_engine",
     "completion",
     "streaming",
@@ -48,6 +49,9 @@ class Request:
     latency_budget_s: float | None = None
     quality: Quality = "balanced"
     force_engine: EngineName | None = None
+    # Why that engine, where the request's options chose it rather than the user ("--threshold is read only
+    # by the diffusion engine"): the route's reason.
+    forced_because: str = ""
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from app.cli.common import (
     setting_flag,
 )
 from app.domain.draft_request import DraftKind, DraftRequest
+from app.domain.option_engines import readers_note
 from app.domain.reply import Reply
 from app.storage.traces import save_trace
 from engines.diffusion.settings import DiffusionSettings
@@ -139,28 +140,47 @@ def chat(args: argparse.Namespace) -> int:
     return print_reply(reply, args)
 
 
+# The flags of `draft` and `infill` that are named otherwise than their option (DraftRequest's field).
+FLAGS = {"chat": "--no-chat", "record_trace": "--trace"}
+
+
+def flag_name(option: str) -> str:
+    """A draft option as `draft` and `infill` name it: its flag."""
+    return FLAGS.get(option, "--" + option.replace("_", "-"))
+
+
+def _help(text: str, option: str, key: str = "") -> str:
+    """A flag's help: what it does, which engine alone reads it, and the setting it overrides."""
+    notes = "; ".join(note for note in (readers_note(option), f"config: {key}" if key else "") if note)
+    return (f"{text} ({notes})" if notes else text).replace("%", "%%")
+
+
 def draft_options(parser: argparse.ArgumentParser) -> None:
     """The flags of `draft` and `infill`: one per DiffusionSettings option, then the routing flags."""
     parser.add_argument(
         "--tokens",
         type=setting_flag("diffusion.tokens"),
         metavar="N",
-        help="draft length in tokens (config: diffusion.tokens)",
+        help=_help("draft length in tokens", "tokens", "diffusion.tokens"),
     )
     hints = typing.get_type_hints(DiffusionSettings)
     for item in options(DiffusionSettings):
-        flag, key = "--" + item.name.replace("_", "-"), f"diffusion.{item.name}"
-        help = f"{item.metadata['help']} (config: {key})".replace("%", "%%")
+        flag, key = flag_name(item.name), f"diffusion.{item.name}"
+        help = _help(item.metadata["help"], item.name, key)
         if typing.get_origin(hints[item.name]) is typing.Literal:
             parser.add_argument(flag, choices=typing.get_args(hints[item.name]), help=help)
         else:
             parser.add_argument(flag, type=setting_flag(key), metavar=item.metadata["metavar"] or None, help=help)
-    parser.add_argument("--trace", metavar="FILE", help="save every refinement pass to FILE (JSON Lines)")
+    parser.add_argument(
+        "--trace", metavar="FILE", help=_help("save every refinement pass to FILE (JSON Lines)", "record_trace")
+    )
     parser.add_argument("--stream", action="store_true", help="print the settled start of the draft as it grows")
     parser.add_argument("--json", action="store_true", help="print the text, passes and timings as JSON")
     parser.add_argument("--engine", choices=ENGINES, help="force an engine instead of asking the router")
     parser.add_argument("--policy", choices=POLICIES, help="routing policy (config: router.policy)")
-    parser.add_argument("--quality", choices=QUALITIES, help="passes per token preset (config: router.quality)")
+    parser.add_argument(
+        "--quality", choices=QUALITIES, help=_help("passes per token preset", "quality", "router.quality")
+    )
 
 
 def draft_request(
@@ -184,6 +204,8 @@ def draft_request(
         policy=args.policy,
         quality=args.quality,
         chat=not getattr(args, "no_chat", False),
+        record_trace=args.trace is not None,
+        spelling=flag_name,
     )
 
 
@@ -207,7 +229,9 @@ def draft_arguments(parser: argparse.ArgumentParser) -> None:
         help="the cursor's position in the document, in characters (default: its end)",
     )
     parser.add_argument(
-        "--no-chat", action="store_true", help="use the prompt as plain text, without the chat template"
+        "--no-chat",
+        action="store_true",
+        help=_help("use the prompt as plain text, without the chat template", "chat"),
     )
     draft_options(parser)
 

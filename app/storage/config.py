@@ -133,8 +133,9 @@ class RouterSection:
 class ServerSection:
     host: str = option("127.0.0.1", "address `sharpen serve` listens on; any but loopback needs an API key", not_empty)
     port: int = option(8765, "port `sharpen serve` listens on", between(1, 65535))
+    # Made for scripts: a batch of drafts sent at once waits its turn (a 429 only beyond it); Ollama queues 512.
     queue: int = option(
-        4, "requests each engine keeps waiting behind the one it runs; more are answered 429", between(0, 1024)
+        64, "requests each engine keeps waiting behind the one it runs; more are answered 429", between(0, 1024)
     )
 
 

@@ -89,6 +89,15 @@ FAST_DIFFUSION = CostProfile(
         ),
         (Request("complete", 16, force_engine="diffusion"), CPU, BOTH, "design", "diffusion", "asked for", "forced"),
         (Request("draft", 300, force_engine="ar"), FAST_DIFFUSION, BOTH, "design", "ar", "asked for", "forced"),
+        (
+            Request("draft", 16, force_engine="diffusion", forced_because="--steps is read only by diffusion"),
+            CPU,
+            BOTH,
+            "measured",
+            "diffusion",
+            "--steps is read only by diffusion",
+            "pinned",
+        ),
     ],
 )
 def test_decision_table(
