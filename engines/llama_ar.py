@@ -74,9 +74,12 @@ class LlamaAREngine:
         model_name: str | None = None,
         settings: LlamaSettings | None = None,
         foreground: Foreground | None = None,
+        adapter: Path | None = None,
     ):
-        """`foreground`: shared with the session's draft engines, which give way while a completion runs."""
+        """`foreground`: shared with the session's draft engines, which give way while a completion runs.
+        `adapter`: a LoRA adapter GGUF llama.cpp applies to the model at load (models/adapted.py)."""
         self.settings = settings or LlamaSettings()
+        self.adapter = adapter
         self.foreground = foreground or Foreground()
         self.model_path = Path(model_path)
         self.model_name = model_name or self.model_path.name
@@ -100,7 +103,7 @@ class LlamaAREngine:
             "Check that the file is a model this llama.cpp build supports, "
             "or pick another with `sharpen config set models.complete NAME`"
         )
-        return open_llama(self.gguf, shape, hint)
+        return open_llama(self.gguf, shape, hint, lora=self.adapter)
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenize(text, add_bos=False)) if text else 0

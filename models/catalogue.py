@@ -22,7 +22,7 @@ from models.remote import OPENAI_PREFIX, BadRemoteSource, is_remote, parse_remot
 EMBEDDED_PREFIX = "embedded:"
 HF_PREFIX = "hf:"
 PATH_PREFIX = "path:"
-ROLES = ("complete", "draft")
+ROLES = ("complete", "write", "draft")
 ENGINES = ("llama-ar", "llama-diffusion", "torch-diffusion", "openai-ar")
 FORMATS = ("gguf", "hf-safetensors", "openai-api")
 
@@ -138,9 +138,10 @@ def entry_from_table(name: str, table: Any, where: str, *, builtin: bool) -> Cat
         problems.append(f"format must be one of {', '.join(FORMATS)}")
     if not entry.source.startswith((EMBEDDED_PREFIX, HF_PREFIX, PATH_PREFIX, OPENAI_PREFIX)):
         problems.append("source must start with embedded:, hf:, path: or openai:")
-    if entry.is_remote and (entry.role != "complete" or entry.engine != "openai-ar" or entry.format != "openai-api"):
+    ar_role = entry.role in ("complete", "write")
+    if entry.is_remote and (not ar_role or entry.engine != "openai-ar" or entry.format != "openai-api"):
         problems.append(
-            'an openai: source serves completions: role "complete", engine "openai-ar", format "openai-api"'
+            'an openai: source is an AR model: role "complete" or "write", engine "openai-ar", format "openai-api"'
         )
     if entry.is_remote:
         try:

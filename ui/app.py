@@ -392,7 +392,8 @@ class SharpenApp(App[None]):
             self.notify(str(error), severity="error", timeout=10)
             return
         self.editor.completions_failed = False  # the new model may complete where the old one failed
-        self.notify(f"{name} now serves {'completions' if role == 'complete' else 'drafts'}")
+        serves = {"complete": "completions", "write": "AR drafts, rewrites and chat"}.get(role, "drafts")
+        self.notify(f"{name} now serves {serves}")
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(key_rows(self.service.config.keys)))

@@ -100,6 +100,8 @@ class SharpenServer:
             return api_error_for(error).response()
         entries: list[tuple[str, str, EngineName | None]] = [(ROUTED, "router", None)]
         entries.append((configured.complete, "complete", "ar"))
+        if self.service.engines.writing_model != configured.complete:
+            entries.append((self.service.engines.writing_model, "write", "ar"))
         if configured.draft.strip():
             entries.append((configured.draft, "draft", "diffusion"))
         data = [

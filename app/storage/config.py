@@ -40,6 +40,12 @@ class ModelsSection:
         "model for autocomplete and short instructions: a catalogue name or a .gguf path",
         not_empty,
     )
+    write: str = option(
+        "",
+        "model for drafts, rewrites and chat replies through the AR engine (ghost text keeps models.complete): a "
+        "catalogue name (an AR model, or a LoRA adapter for one such as sharpen-write), a .gguf path or an "
+        "openai: source; empty means the complete model answers drafts, rewrites and chat",
+    )
     draft: str = option(
         "sharpen-draft",
         "diffusion model for drafts and rewrites: a catalogue name, a .gguf path or a checkpoint folder; "
