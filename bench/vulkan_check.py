@@ -152,8 +152,8 @@ EXACT_FILES = {COMPLETE_MODEL: "complete-f32.gguf", "sharpen-draft-mini": "draft
 EXACT_MERGED = "sharpen-draft-merged-f32.gguf"  # sharpen-draft: SmolLM2 with its LoRA merged in, at F32
 
 
-def _write_config(home: Path, request: Request, exact: Path | None) -> None:
-    config = home / "config" / "config.toml"
+def _write_config(request: Request, exact: Path | None) -> None:
+    config = sharpen_paths().config_file
     config.parent.mkdir(parents=True, exist_ok=True)
     complete, draft = COMPLETE_MODEL, request.draft_model or "sharpen-draft"
     kv_type = "f16"
@@ -178,41 +178,45 @@ def _write_config(home: Path, request: Request, exact: Path | None) -> None:
 
 
 def write_exact_models(folder: Path) -> None:
-    """F32 copies of the requests' models, and sharpen-draft merged into its base at F32."""
-    from gguf import GGUFReader, GGUFValueType, GGUFWriter
-    from gguf.quants import dequantize
-
-    from models.adapted import adapted_model, adapter_info, write_merged_file
+    """F32 copies of the requests' models, and sharpen-draft's adapter merged into the F32 copy of its base."""
+    from models.adapted import AdaptedModel, adapter_info, base_as_diffusion, verify_base, write_merged_file
     from models.catalogue import resolve_model
 
     folder.mkdir(parents=True, exist_ok=True)
     for name, file in EXACT_FILES.items():
-        reader = GGUFReader(resolve_model(name).path)
-        writer = GGUFWriter(str(folder / file), str(reader.fields["general.architecture"].contents()))
-        for key, field in reader.fields.items():
-            if key.startswith("GGUF.") or key in ("general.architecture", "general.file_type"):
-                continue
-            kind = field.types[0]
-            writer.add_key_value(key, field.contents(), kind, field.types[-1] if kind == GGUFValueType.ARRAY else None)
-        for tensor in reader.tensors:
-            writer.add_tensor(tensor.name, np.asarray(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32))
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_tensors_to_file()
-        writer.close()
+        _write_f32_copy(resolve_model(name).path, folder / file)
     adapter = adapter_info(resolve_model("sharpen-draft").path)
-    model = adapted_model(adapter, {COMPLETE_MODEL: resolve_model(COMPLETE_MODEL).path}, None)
-    write_merged_file(model, folder / EXACT_MERGED, "F32")
+    verify_base(resolve_model(COMPLETE_MODEL).path, adapter)  # the copy is of the adapter's own base
+    base = folder / EXACT_FILES[COMPLETE_MODEL]
+    write_merged_file(AdaptedModel(base, adapter, base_as_diffusion(base, adapter)), folder / EXACT_MERGED, "F32")
+
+
+def _write_f32_copy(source: Path, target: Path) -> None:
+    from gguf import GGUFReader, GGUFValueType, GGUFWriter
+    from gguf.quants import dequantize
+
+    reader = GGUFReader(source)
+    writer = GGUFWriter(str(target), str(reader.fields["general.architecture"].contents()))
+    for key, field in reader.fields.items():
+        if key.startswith("GGUF.") or key in ("general.architecture", "general.file_type"):
+            continue
+        kind = field.types[0]
+        writer.add_key_value(key, field.contents(), kind, field.types[-1] if kind == GGUFValueType.ARRAY else None)
+    for tensor in reader.tensors:
+        writer.add_tensor(tensor.name, np.asarray(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
 
 
 def record(out: Path, exact: Path | None = None) -> None:
-    home = Path(os.environ["SHARPEN_HOME"])
     calls = _Calls()
     calls.install()
     out.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {}
     for request in REQUESTS:
-        _write_config(home, request, exact)
+        _write_config(request, exact)
         service = SharpenService(load_config(sharpen_paths().config_file), sharpen_paths())
         calls.clear()
         canvases: list[tuple[int, ...]] = []
@@ -378,6 +382,8 @@ def main(argv: list[str] | None = None) -> int:
     both.add_argument("--shipped", action="store_true", help="quantized models: report, without a verdict")
     args = parser.parse_args(argv)
     if args.command == "record":
+        if not os.environ.get("SHARPEN_HOME"):
+            parser.error("record writes its own config: set SHARPEN_HOME to an empty folder")
         record(args.out, args.exact)
         return 0
     if args.command == "exact":
