@@ -28,7 +28,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import llama_cpp
 import numpy as np
@@ -142,8 +142,8 @@ class _Calls:
             finally:
                 tokens.close()
 
-        LlamaDiffusionBackend.logits = recorded  # type: ignore[method-assign]
-        llama_cpp.Llama.eval = evaluated  # type: ignore[method-assign]
+        LlamaDiffusionBackend.logits = recorded  # type: ignore[method-assign,assignment]
+        llama_cpp.Llama.eval = evaluated  # type: ignore[method-assign,assignment]
         llama_cpp.Llama.generate = generating  # type: ignore[method-assign,assignment]
 
 
@@ -239,9 +239,11 @@ def record(out: Path, exact: Path | None = None) -> None:
             for index, row in enumerate(calls.ar_rows[: len(tokens)]):
                 arrays[f"input_{index}"] = np.asarray([index, *tokens[:index]], dtype=np.int64)
                 arrays[f"logits_{index}"] = row
-        np.savez(out / f"{_slug(request.name)}.npz", tokens=np.asarray(tokens, dtype=np.int64), **arrays)
-        summary[request.name] = {"tokens": len(tokens), "calls": len(arrays) // 2, "cache": mode}
-        print(f"{request.name}: {len(tokens)} tokens, {len(arrays) // 2} llama.cpp calls, {mode}", flush=True)
+        calls_made = sum(key.startswith("logits_") for key in arrays)
+        arrays["tokens"] = np.asarray(tokens, dtype=np.int64)
+        np.savez(out / f"{_slug(request.name)}.npz", **cast(dict[str, Any], arrays))
+        summary[request.name] = {"tokens": len(tokens), "calls": calls_made, "cache": mode}
+        print(f"{request.name}: {len(tokens)} tokens, {calls_made} llama.cpp calls, {mode}", flush=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
 
 
