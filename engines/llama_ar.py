@@ -16,7 +16,7 @@ from engines.cancel import NEVER_CANCELLED, CancelToken
 from engines.chat_template import render_instruction
 from engines.errors import EmptyPromptError, InvalidRequestError, PromptTooLongError
 from engines.events import Done, Event, FinishReason, GenerationStats, Token
-from engines.llama_load import ContextShape, open_llama, use_threads
+from engines.llama_load import ContextShape, KvType, open_llama, use_threads
 from engines.messages import Instruction, is_blank
 from engines.options import at_least, option
 from engines.repeats import NoRepeatNgram
@@ -45,6 +45,9 @@ class LlamaSettings:
     # -1: every layer, where this llama.cpp build can offload at all.
     n_gpu_layers: int = option(
         -1, "layers offloaded to the GPU where the build supports it; -1 all, 0 none", at_least(-1)
+    )
+    kv_type: KvType = option(
+        "f16", "precision of the keys and values llama.cpp caches: f16 (its default) or f32 (exact to float rounding)"
     )
     seed: int = 0
 
@@ -98,7 +101,9 @@ class LlamaAREngine:
         settings = self.settings
         n_ctx = min(settings.n_ctx, self.gguf.context_length or settings.n_ctx)
         n_batch = min(settings.n_batch, n_ctx)
-        shape = ContextShape(n_ctx, n_batch, n_batch, settings.n_threads, settings.n_gpu_layers, settings.seed)
+        shape = ContextShape(
+            n_ctx, n_batch, n_batch, settings.n_threads, settings.n_gpu_layers, settings.seed, settings.kv_type
+        )
         hint = (
             "Check that the file is a model this llama.cpp build supports, "
             "or pick another with `sharpen config set models.complete NAME`"

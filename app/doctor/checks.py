@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from app.doctor.gpu import check_this_gpu
 from app.doctor.report import Finding, Report, Status
 from app.orchestration.model_manager import size_on_disk
 from app.service import SharpenService
@@ -367,6 +368,7 @@ def diagnose(paths: SharpenPaths | None = None) -> Report:
     findings += _guarded("torch", check_optional_packages)
     config_finding, config = check_config(paths)
     findings.append(config_finding)
+    findings += _guarded("gpu", lambda: check_this_gpu(config.ar.n_gpu_layers))
     findings += _guarded("dual cache", lambda: check_dual_cache(config))
     service = SharpenService(config, paths)
     findings += _guarded(
