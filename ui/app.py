@@ -26,7 +26,7 @@ from app.service import SharpenService
 from app.storage.config import ConfigError, set_value
 from app.storage.draft_history import DraftHistory, PastDraft
 from engines.cancel import CancelToken
-from engines.diffusion.trace import Trace, TraceError, load_trace
+from engines.trace import Trace, TraceError, load_trace
 from router.request import approximate_tokens
 from ui.bindings import bindings, key_rows, keymap
 from ui.document_files import DocumentFiles
@@ -360,7 +360,7 @@ class SharpenApp(App[None]):
     def action_playback(self) -> None:
         trace = self.panel.last_trace
         if trace is None:
-            self.notify("no diffusion draft to play back yet")
+            self.notify("no draft to play back yet")
             return
         self.push_screen(PlaybackScreen(trace, self.service.paths.data_dir / "traces"))
 

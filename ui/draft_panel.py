@@ -24,8 +24,8 @@ from app.errors import SharpenError
 from app.service import SharpenService
 from app.storage.draft_history import PastDraft
 from engines.cancel import CancelToken
-from engines.diffusion.trace import Trace
 from engines.events import DiffusionStats, Done, GenerationStats, Pass, Token
+from engines.trace import Trace
 from ui.bindings import key_label
 from ui.refinement import RefinementView
 

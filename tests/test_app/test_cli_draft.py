@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from engines.diffusion.trace import load_trace
+from engines.trace import load_trace
 
 
 @pytest.fixture
