@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from app.domain.context import ContextUse
+from app.domain.figures import DraftFigures
 from app.domain.job import Job
 from engines.ar_engine import AREngine
 from engines.diffusion.engine import DiffusionEngine
@@ -168,6 +169,12 @@ class Reply:
         trace = Trace(header, tokens=list(self.written))
         trace.record(done)
         return trace
+
+    def figures(self) -> DraftFigures:
+        """Who wrote the finished draft, how long it took, how fast and in how many steps."""
+        if self.done is None:
+            raise RuntimeError("a reply has figures once it has run")
+        return DraftFigures.of(self.engine, self.model, self.done.stats)
 
     def as_json(self) -> dict[str, Any]:
         """What `--json` prints: the text, who served it, its stats, and a diffusion draft's settings."""
