@@ -13,16 +13,20 @@ from router.request import EngineName, Route
 
 
 def route_line(route: Route, advice: Route | None, other_key: str) -> str:
-    """ "AR: <the router's reason> · estimated for 48 tokens: AR 1.2 s, diffusion 3.4 s · ctrl+e: diffusion's draft
-    too". For an engine the writer chose, `advice` is the route the router would have given the request."""
+    """Who writes the draft, both engines' estimates, the key for the other engine's draft, then why (the part a
+    narrow panel cuts): "AR, the router's choice · estimated for 48 tokens: AR 1.2 s, diffusion 3.4 s · ctrl+e:
+    diffusion's draft too · why: <the router's reason>". For an engine the writer chose, `advice` is the route the
+    router would have given the request."""
     chosen = ENGINE_LABELS[route.engine]
-    if route.rule == "forced" and advice is not None:
-        head = f"{chosen}, as chosen; the router would choose {ENGINE_LABELS[advice.engine]}: {advice.reason}"
-    elif route.rule == "forced":
-        head = f"{chosen}, as chosen"
+    decided = advice if route.rule == "forced" else route
+    if route.rule != "forced":
+        parts = [f"{chosen}, the router's choice"]
+    elif advice is not None and advice.engine == route.engine:
+        parts = [f"{chosen}, as chosen (the router's choice too)"]
+    elif advice is not None:
+        parts = [f"{chosen}, as chosen (the router would choose {ENGINE_LABELS[advice.engine]})"]
     else:
-        head = f"{chosen}: {route.reason}"
-    parts = [head]
+        parts = [f"{chosen}, as chosen"]
     estimates = (advice or route).estimates
     if estimates:
         figures = ", ".join(f"{ENGINE_LABELS[e]} {estimates[e].seconds_as_asked:.1f} s" for e in sorted(estimates))
@@ -32,6 +36,8 @@ def route_line(route: Route, advice: Route | None, other_key: str) -> str:
         parts.append(f"{other_key}: {ENGINE_LABELS[other]}'s draft too")
     else:
         parts.append(f"no {ENGINE_LABELS[other]} model is configured (f2 chooses one)")
+    if decided is not None:
+        parts.append(f"why: {decided.reason}")
     return " · ".join(parts)
 
 

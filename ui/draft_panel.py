@@ -160,7 +160,7 @@ class DraftPanel(Vertical):
     DraftPanel > VerticalScroll { height: 1fr; }
     DraftPanel.open { display: block; }
     DraftPanel #draft-hint { color: $text-muted; }
-    DraftPanel #draft-route { color: $text-muted; text-style: italic; max-height: 2; display: none; }
+    DraftPanel #draft-route { width: 1fr; max-height: 2; color: $text-muted; text-style: italic; display: none; }
     DraftPanel #draft-candidates { display: none; }
     DraftPanel #draft-candidates.shown, DraftPanel #draft-route.shown { display: block; }
     """

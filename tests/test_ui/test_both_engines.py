@@ -6,6 +6,7 @@ back token by token. The real embedded AR model and a tiny real diffusion GGUF."
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 from textual.widgets import Input, Label, Select
@@ -61,9 +62,10 @@ async def test_the_engine_field_drafts_with_diffusion_and_f5_plays_its_passes(
         assert app.status.info.engine == "diffusion" and app.status.info.passes == 12 == len(app.draft.passes)
         assert shown and shown[-1] == 11, "the panel drew the passes as they came"
         route = text_of(app, "#draft-route")
-        assert route.startswith("diffusion, as chosen; the router would choose ")
-        assert "estimated for 48 tokens: AR " in route and ", diffusion " in route
-        assert "ctrl+e: AR's draft too" in route
+        chosen = r"diffusion, as chosen \((the router would choose AR|the router's choice too)\) · "
+        assert re.match(chosen, route), route
+        assert " · estimated for 48 tokens: AR " in route and ", diffusion " in route
+        assert " · ctrl+e: AR's draft too · why: " in route
         assert "f5 plays the passes back" in text_of(app, "#draft-hint")
 
         await pilot.press("f5")
@@ -102,7 +104,8 @@ async def test_the_other_engine_writes_a_candidate_beside_the_draft(
         assert app.draft is not None and app.draft.engine == "diffusion", "the router's choice (policy quality)"
         assert not app.panel.query_one("#draft-candidates").display, "one candidate: no list"
         route = text_of(app, "#draft-route")
-        assert route.startswith("diffusion: quality: ") and "ctrl+e: AR's draft too" in route
+        assert route.startswith("diffusion, the router's choice · estimated for 40 tokens: AR ")
+        assert " · ctrl+e: AR's draft too · why: quality: diffusion refines the whole draft" in route
         first = app.draft
 
         await pilot.press("ctrl+e")
@@ -120,7 +123,7 @@ async def test_the_other_engine_writes_a_candidate_beside_the_draft(
         assert f"1. {first.figures.label()}" in labels and f"▸ 2. {second.figures.label()}" in labels
         assert labels.startswith("1. diffusion · ") and " tok/s" in labels and "2. AR · " in labels
         assert "candidate 2 of 2" in text_of(app, "#draft-title")
-        assert text_of(app, "#draft-route").startswith("AR, as chosen; the router would choose diffusion")
+        assert text_of(app, "#draft-route").startswith("AR, as chosen (the router would choose diffusion) · ")
 
         # Flip between them: the label, the view and the status follow.
         await pilot.press("ctrl+pageup")
@@ -188,8 +191,9 @@ async def test_without_a_draft_model_the_panel_says_how_to_get_one(make_app: App
         await pilot.press("enter")
         assert await wait_until(pilot, lambda: app.draft is not None and app.draft.state == "ready")
         route = text_of(app, "#draft-route")
-        assert route.startswith("AR: only the AR engine's model is present")
-        assert "no diffusion model is configured (f2 chooses one)" in route and "ctrl+e" not in route
+        assert route.startswith("AR, the router's choice · estimated for 40 tokens: AR ")
+        assert " · no diffusion model is configured (f2 chooses one) · why: only the AR engine's model" in route
+        assert "ctrl+e" not in route
         await pilot.press("ctrl+e")
         assert len(app.panel.candidates) == 1, "no candidate that could only fail"
         assert await wait_until(pilot, lambda: any("f2 chooses one" in n.message for n in app._notifications))
