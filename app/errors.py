@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from app.domain.option_engines import OptionConflict
 from app.storage.config import ConfigError
-from engines.diffusion.trace import TraceError
 from engines.errors import EngineError
+from engines.trace import TraceError
 from models.errors import ModelError
 
 

@@ -120,6 +120,13 @@ class SharpenService:
         finished = functools.partial(self._learn, request, settings, costs="steps" not in given)
         return Reply(route, job, kind=request.kind, prompt=request.recorded_prompt, finished=finished)
 
+    def draft_route(self, request: DraftRequest) -> Route:
+        """The route `request` would get, with both engines' estimates, without running it (and without measuring
+        this machine first): what the router would choose, for a writer who chose an engine themselves."""
+        tokens = request.tokens or self.config.diffusion.tokens
+        settings = self.draft_settings.resolve(**request.given_options)
+        return self._draft_route(request, tokens, self.draft_settings.plan(settings))
+
     def measures_first(self) -> bool:
         """Whether the next draft measures this machine before it is routed (a few seconds, once)."""
         return self.calibrations.will_measure(enabled=self.config.router.auto_calibrate)

@@ -24,9 +24,9 @@ from app.domain.option_engines import readers_note
 from app.domain.reply import Reply
 from app.storage.traces import save_trace
 from engines.diffusion.settings import DiffusionSettings
-from engines.diffusion.trace import TraceError
 from engines.events import GenerationStats, Pass, Token
 from engines.options import at_least, options
+from engines.trace import TraceError
 from router.request import ENGINES, POLICIES, QUALITIES
 
 
@@ -55,17 +55,7 @@ def print_reply(reply: Reply, args: argparse.Namespace) -> int:
     stats = done.stats
     if reply.context is not None and reply.context.note() and not as_json:
         print(f"sharpen: note: {reply.context.note()}", file=sys.stderr)
-    if isinstance(stats, GenerationStats):
-        print(json.dumps(reply.as_json()) if as_json else "")
-        if stats.trimmed_tokens and not as_json:
-            print(
-                f"sharpen: note: the first {stats.trimmed_tokens} tokens of the text did not fit the context "
-                "and were not seen",
-                file=sys.stderr,
-            )
-        return 0
-    if live:
-        sys.stderr.write("\r\033[K")
+    # Whichever engine wrote it: a diffusion draft's passes, an AR draft's tokens as they arrived.
     trace_path: Path | None = None
     trace_error: TraceError | None = None
     trace = reply.trace()
@@ -75,8 +65,22 @@ def print_reply(reply: Reply, args: argparse.Namespace) -> int:
             trace_path = Path(args.trace)
         except TraceError as error:
             trace_error = error  # reported after the draft itself is out, so the text is never lost
+    traced = {"trace": str(trace_path) if trace_path else None} if hasattr(args, "trace") else {}
+    if isinstance(stats, GenerationStats):
+        print(json.dumps(reply.as_json() | traced) if as_json else "")
+        if stats.trimmed_tokens and not as_json:
+            print(
+                f"sharpen: note: the first {stats.trimmed_tokens} tokens of the text did not fit the context "
+                "and were not seen",
+                file=sys.stderr,
+            )
+        if trace_error is not None:
+            raise trace_error
+        return 0
+    if live:
+        sys.stderr.write("\r\033[K")
     if as_json:
-        print(json.dumps(reply.as_json() | {"trace": str(trace_path) if trace_path else None}))
+        print(json.dumps(reply.as_json() | traced))
     elif stream:
         print(done.text[len(streamed) :] if done.text.startswith(streamed) else "\n" + done.text)
     else:
@@ -172,7 +176,12 @@ def draft_options(parser: argparse.ArgumentParser) -> None:
         else:
             parser.add_argument(flag, type=setting_flag(key), metavar=item.metadata["metavar"] or None, help=help)
     parser.add_argument(
-        "--trace", metavar="FILE", help=_help("save every refinement pass to FILE (JSON Lines)", "record_trace")
+        "--trace",
+        metavar="FILE",
+        help=_help(
+            "save the draft's trace to FILE (JSON Lines): every refinement pass, or every AR token with its time",
+            "record_trace",
+        ),
     )
     parser.add_argument("--stream", action="store_true", help="print the settled start of the draft as it grows")
     parser.add_argument("--json", action="store_true", help="print the text, passes and timings as JSON")

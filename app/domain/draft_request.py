@@ -60,8 +60,8 @@ class DraftRequest:
     # False: the instruction is plain text, not put through the model's chat template (the AR drafter lays
     # out every instruction with its chat template).
     chat: bool = request_option(True, DIFFUSION_ONLY)
-    # True: the caller saves the reply's trace (Reply.trace), which only a diffusion draft records for now.
-    record_trace: bool = request_option(False, DIFFUSION_ONLY)
+    # True: the caller saves the reply's trace (Reply.trace): refinement passes, or AR tokens with their times.
+    record_trace: bool = request_option(False, BOTH_ENGINES)
     # Turns of a conversation before the instruction (a system message, earlier replies): a draft answers
     # the whole conversation.
     history: tuple[ChatMessage, ...] = ()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from engines.diffusion.trace import load_trace
+from engines.trace import load_trace
 
 
 @pytest.fixture
@@ -211,7 +211,7 @@ def test_an_option_only_diffusion_reads_drafts_with_diffusion_and_says_so(
     trace = tmp_path / "t.jsonl"
     assert main(["draft", "Write a short thank-you note.", *SHORT, "--threshold", "0.9", "--trace", str(trace)]) == 0
     _out, err = capsys.readouterr()
-    assert "sharpen: diffusion: --trace and --threshold are read only by the diffusion engine" in err
+    assert "sharpen: diffusion: --threshold is read only by the diffusion engine" in err
     assert load_trace(trace).header.settings["threshold"] == 0.9
     assert main(["infill", "--before", "Dear Sam,", "--after", "Ana", *SHORT, "--steps", "4"]) == 0
     _out, err = capsys.readouterr()
@@ -225,7 +225,7 @@ def test_an_option_only_diffusion_reads_drafts_with_diffusion_and_says_so(
             ["--threshold", "0.9"],
             "--engine asks for the AR engine, but --threshold is read only by the diffusion engine",
         ),
-        (["--trace", "t.jsonl", "--no-repeat-ngram", "3"], "but --trace and --no-repeat-ngram are read only by the"),
+        (["--trace", "t.jsonl", "--no-repeat-ngram", "3"], "but --no-repeat-ngram is read only by the"),
     ],
 )
 def test_an_option_that_contradicts_the_engine_asked_for_is_one_error_line(
@@ -247,5 +247,5 @@ def test_the_help_says_which_flags_only_diffusion_reads(capsys: pytest.CaptureFi
     assert main(["draft", "--help"]) == 0
     help = " ".join(capsys.readouterr().out.split())
     assert "0 is off (read only by the diffusion engine; config: diffusion.top_k)" in help
-    assert "--trace FILE save every refinement pass to FILE (JSON Lines) (read only by the diffusion engine)" in help
+    assert "--trace FILE save the draft's trace to FILE (JSON Lines)" in help
     assert "the same seed repeats a draft exactly (config: diffusion.seed)" in help
