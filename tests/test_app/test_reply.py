@@ -64,7 +64,13 @@ def test_without_a_diffusion_model_a_draft_reply_streams_from_ar() -> None:
     events = list(reply)
     assert any(isinstance(e, Token) for e in events) and reply.passes == []
     assert reply.done is not None and isinstance(reply.done.stats, GenerationStats)
-    assert reply.trace() is None and "settings" not in reply.as_json()
+    assert "settings" not in reply.as_json()
+    # An AR draft keeps its tokens with their arrival times: F5 and `replay` play it back left to right.
+    trace = reply.trace()
+    assert trace is not None and trace.engine == "ar" and not trace.passes
+    written = [event for event in events if isinstance(event, Token)]
+    assert [arrival.text for arrival in trace.tokens] == [token.text for token in written]
+    assert all(a.elapsed_s <= b.elapsed_s for a, b in zip(trace.tokens, trace.tokens[1:], strict=False))
 
 
 def test_each_draft_option_is_a_setting_and_a_flag_with_one_default() -> None:
