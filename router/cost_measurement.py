@@ -85,11 +85,11 @@ class _ArMeasurement:
         self.rates: list[float] = []
         self.per_token: list[float] = []
 
-    def steps(self) -> list[Step]:
+    def rounds(self) -> list[list[Step]]:
+        """One round per repeat: a cold prompt, then tokens after it."""
         return [
-            step
+            [("AR: prompt evaluation", self._prompt), ("AR: token generation", self._tokens)]
             for _ in range(self.sizes.repeats)
-            for step in (("AR: prompt evaluation", self._prompt), ("AR: token generation", self._tokens))
         ]
 
     def _prompt(self) -> None:
@@ -137,15 +137,25 @@ class _DiffusionMeasurement:
         """A loaded model's first passes run about twice as slow as a draft's (measured on the embedded drafter:
         41 ms + 5.1 ms a position cold, 19 ms + 3.3 warm): each size runs once untimed first. A short draft
         reads what the sampler reads once per model (the vocabulary's text, for its rules)."""
-        for sequence, first in self.passes:
-            self._decode(sequence, first)
+        self.warm_up_passes()
         _done(self.engine.draft(INSTRUCTION, 8, self.settings))
 
-    def steps(self) -> list[Step]:
+    def warm_up_passes(self) -> None:
+        for sequence, first in self.passes:
+            self._decode(sequence, first)
+
+    def rounds(self) -> list[list[Step]]:
+        """One round per repeat: each size untimed (passes right after an AR step ran 1.5x slower on the
+        embedded drafter, for a few passes), then each size timed."""
         return [
-            (f"diffusion: a pass over {len(sequence)} positions", self._pass(sequence, first))
+            [
+                ("diffusion: warming up", self.warm_up_passes),
+                *(
+                    (f"diffusion: a pass over {len(seq)} positions", self._pass(seq, first))
+                    for seq, first in self.passes
+                ),
+            ]
             for _ in range(self.sizes.repeats)
-            for sequence, first in self.passes
         ]
 
     def draft_step(self) -> Step:
@@ -251,11 +261,12 @@ def _with_work(costs: Costs, served: object) -> Costs:
     return replace(costs, decode_work=work.decode, row_work=work.row, vocab=work.vocab)
 
 
-def interleaved(first: Sequence[Step], second: Sequence[Step]) -> list[Step]:
-    """Both sequences' steps in their own order, spread through one run so that each meets the same noise."""
-    tagged = [(i / len(first), 0, step) for i, step in enumerate(first)]
-    tagged += [(i / len(second), 1, step) for i, step in enumerate(second)]
-    return [step for _, _, step in sorted(tagged, key=lambda entry: (entry[0], entry[1]))]
+def interleaved(first: Sequence[list[Step]], second: Sequence[list[Step]]) -> list[Step]:
+    """Both engines' rounds taken in turn, so that whatever else the machine does meets each alike; a round's
+    own steps stay together (its engine warm)."""
+    tagged = [(i / len(first), 0, group) for i, group in enumerate(first)]
+    tagged += [(i / len(second), 1, group) for i, group in enumerate(second)]
+    return [step for _, _, group in sorted(tagged, key=lambda entry: (entry[0], entry[1])) for step in group]
 
 
 def calibrate_diffusion(
@@ -265,7 +276,7 @@ def calibrate_diffusion(
     measurement = _DiffusionMeasurement(engine, sizes, settings)
     with engine.lock:
         measurement.warm_up()
-        steps = [*measurement.steps(), measurement.draft_step()]
+        steps = [*(step for group in measurement.rounds() for step in group), measurement.draft_step()]
         for i, (label, step) in enumerate(steps):
             progress(i / len(steps), label)
             step()
@@ -295,9 +306,10 @@ def calibrate(
     watching = watch()
     ar_run = _ArMeasurement(ar, sizes) if ar else None
     diffusion_run = _DiffusionMeasurement(diffusion, sizes, settings) if diffusion else None
-    steps = interleaved(ar_run.steps() if ar_run else [], diffusion_run.steps() if diffusion_run else [])
+    steps = interleaved(ar_run.rounds() if ar_run else [], diffusion_run.rounds() if diffusion_run else [])
     if diffusion_run:
-        steps = [("diffusion: warming up", diffusion_run.warm_up), *steps, diffusion_run.draft_step()]
+        again = ("diffusion: warming up", diffusion_run.warm_up_passes)
+        steps = [("diffusion: warming up", diffusion_run.warm_up), *steps, again, diffusion_run.draft_step()]
     with diffusion.lock if diffusion else contextlib.nullcontext():  # a draft waits for the measurement
         for i, (label, step) in enumerate(steps):
             checked(i / len(steps), label)

@@ -60,7 +60,7 @@ def test_a_calibration_beside_busy_processes_is_marked_as_under_load(
 def test_the_two_engines_are_measured_interleaved(ar_engine: LlamaAREngine, tiny_cacheable_path: Path) -> None:
     diffusion = DiffusionEngine(LlamaDiffusionBackend(tiny_cacheable_path), "tiny-cacheable")
     labels: list[str] = []
-    calibrate("cpu", ar_engine, diffusion, QUICK, lambda _fraction, label: labels.append(label))
+    calibrate("cpu", ar_engine, diffusion, replace(QUICK, repeats=2), lambda _fraction, label: labels.append(label))
     engines = [label.split(":")[0] for label in labels if label.startswith(("AR:", "diffusion: a pass"))]
     # AR's measurements sit between the passes', not all before or after them.
     first_ar, last_ar = engines.index("AR"), len(engines) - 1 - engines[::-1].index("AR")
