@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from app.domain.option_engines import OptionConflict
 from app.storage.config import ConfigError
-from engines.diffusion.trace import TraceError
 from engines.errors import EngineError
+from engines.trace import TraceError
 from models.errors import ModelError
 
 
@@ -12,4 +13,4 @@ class RoutingError(Exception):
     pass
 
 
-SharpenError = (ConfigError, ModelError, EngineError, TraceError, RoutingError)
+SharpenError = (ConfigError, ModelError, EngineError, TraceError, RoutingError, OptionConflict)

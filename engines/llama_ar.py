@@ -16,7 +16,7 @@ from engines.cancel import NEVER_CANCELLED, CancelToken
 from engines.chat_template import render_instruction
 from engines.errors import EmptyPromptError, InvalidRequestError, PromptTooLongError
 from engines.events import Done, Event, FinishReason, GenerationStats, Token
-from engines.llama_load import ContextShape, open_llama, use_threads
+from engines.llama_load import ContextShape, KvType, open_llama, use_threads
 from engines.messages import Instruction, is_blank
 from engines.options import at_least, option
 from engines.repeats import NoRepeatNgram
@@ -46,6 +46,9 @@ class LlamaSettings:
     n_gpu_layers: int = option(
         -1, "layers offloaded to the GPU where the build supports it; -1 all, 0 none", at_least(-1)
     )
+    kv_type: KvType = option(
+        "f16", "precision of the keys and values llama.cpp caches: f16 (its default) or f32 (exact to float rounding)"
+    )
     seed: int = 0
 
 
@@ -74,9 +77,12 @@ class LlamaAREngine:
         model_name: str | None = None,
         settings: LlamaSettings | None = None,
         foreground: Foreground | None = None,
+        adapter: Path | None = None,
     ):
-        """`foreground`: shared with the session's draft engines, which give way while a completion runs."""
+        """`foreground`: shared with the session's draft engines, which give way while a completion runs.
+        `adapter`: a LoRA adapter GGUF llama.cpp applies to the model at load (models/adapted.py)."""
         self.settings = settings or LlamaSettings()
+        self.adapter = adapter
         self.foreground = foreground or Foreground()
         self.model_path = Path(model_path)
         self.model_name = model_name or self.model_path.name
@@ -95,12 +101,14 @@ class LlamaAREngine:
         settings = self.settings
         n_ctx = min(settings.n_ctx, self.gguf.context_length or settings.n_ctx)
         n_batch = min(settings.n_batch, n_ctx)
-        shape = ContextShape(n_ctx, n_batch, n_batch, settings.n_threads, settings.n_gpu_layers, settings.seed)
+        shape = ContextShape(
+            n_ctx, n_batch, n_batch, settings.n_threads, settings.n_gpu_layers, settings.seed, settings.kv_type
+        )
         hint = (
             "Check that the file is a model this llama.cpp build supports, "
             "or pick another with `sharpen config set models.complete NAME`"
         )
-        return open_llama(self.gguf, shape, hint)
+        return open_llama(self.gguf, shape, hint, lora=self.adapter)
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenize(text, add_bos=False)) if text else 0
@@ -154,16 +162,26 @@ class LlamaAREngine:
         has_bos = bool(tokens) and tokens[0] == self.gguf.bos_token_id and self._adds_bos()
         return trim_left(tokens, budget, keep_first=1 if has_bos else 0)
 
-    def chat_prompt(self, instruction: Instruction, max_tokens: int) -> list[int]:
-        tokens = self._rendered(instruction)
+    def chat_prompt(self, instruction: Instruction, max_tokens: int, reply_start: str = "") -> list[int]:
+        """The prompt's tokens: the chat template's for `instruction`, then `reply_start`'s, tokenized on its
+        own (as the reply's first words are when a model was trained on such replies)."""
+        tokens = self._rendered(instruction) + self._reply_start(reply_start)
         self._check_max_tokens(max_tokens)
         if len(tokens) + max_tokens > self.context_length:
             raise PromptTooLongError(len(tokens), max_tokens, self.context_length)
         return tokens
 
-    def chat_prompt_length(self, instruction: Instruction) -> int:
-        """Tokens of the chat template's prompt for `instruction` (the template's own words included)."""
-        return len(self._rendered(instruction))
+    def chat_prompt_length(self, instruction: Instruction, reply_start: str = "") -> int:
+        """Tokens of the chat template's prompt for `instruction` (the template's own words included) and of
+        `reply_start`."""
+        return len(self._rendered(instruction)) + len(self._reply_start(reply_start))
+
+    @property
+    def continues_replies(self) -> bool:
+        return True
+
+    def _reply_start(self, text: str) -> list[int]:
+        return self.tokenize(text, add_bos=False, special=False) if text else []
 
     @property
     def fills_middle(self) -> bool:
@@ -226,12 +244,14 @@ class LlamaAREngine:
         stop: Sequence[str] = (),
         sampling: Sampling = GREEDY,
         cancel: CancelToken | None = None,
+        reply_start: str = "",
     ) -> Iterator[Event]:
-        """Stream the model's reply to an instruction or a conversation, through the model's own chat template."""
+        """Stream the model's reply to an instruction or a conversation, through the model's own chat template;
+        with `reply_start`, the reply goes on from that text (which is not streamed)."""
         if is_blank(instruction):
             raise EmptyPromptError()
         with self._lock:
-            tokens = self.chat_prompt(instruction, max_tokens)
+            tokens = self.chat_prompt(instruction, max_tokens, reply_start)
             yield from self._generate(tokens, 0, max_tokens, stop, sampling, cancel or NEVER_CANCELLED)
 
     def _cached_prefix(self, tokens: Sequence[int]) -> int:

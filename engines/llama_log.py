@@ -11,6 +11,8 @@ import ctypes
 import logging
 import threading
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import llama_cpp
 
@@ -27,6 +29,8 @@ _recent: deque[tuple[int, str]] = deque(maxlen=64)
 _lock = threading.Lock()
 _last_level = logging.DEBUG
 _installed = False
+# Lists that capture() hands out: each gets every line logged while it is open.
+_captures: list[list[str]] = []
 
 
 @llama_cpp.llama_log_callback
@@ -37,6 +41,8 @@ def _on_log(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
     _last_level = py_level
     with _lock:
         _recent.append((py_level, line))
+        for lines in _captures:
+            lines.append(line)
     logger.log(py_level, "%s", line)
 
 
@@ -54,6 +60,19 @@ def install() -> None:
 def clear() -> None:
     with _lock:
         _recent.clear()
+
+
+@contextmanager
+def capture() -> Iterator[list[str]]:
+    """Every line llama.cpp logs while the block runs, whatever its level (install() first)."""
+    lines: list[str] = []
+    with _lock:
+        _captures.append(lines)
+    try:
+        yield lines
+    finally:
+        with _lock:
+            _captures.remove(lines)
 
 
 def recent_problems() -> list[str]:

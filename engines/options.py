@@ -30,10 +30,21 @@ def one_of(*choices: str) -> Check:
     return lambda v: None if v in choices else f"must be one of {', '.join(choices)}"
 
 
-def option(default: Any, help: str, check: Check | None = None, *, off: Any = None, metavar: str = "") -> Any:
+def option(
+    default: Any,
+    help: str,
+    check: Check | None = None,
+    *,
+    off: Any = None,
+    metavar: str = "",
+    read_by: tuple[str, ...] = (),
+) -> Any:
     """A dataclass field that is a user option. `off` is how a config file or a flag spells a default of
-    None (TOML has no null): `threshold = 0` is "no threshold". `metavar` names the value in a flag's help."""
-    return field(default=default, metadata={"help": help, "check": check, "off": off, "metavar": metavar})
+    None (TOML has no null): `threshold = 0` is "no threshold". `metavar` names the value in a flag's help.
+    `read_by`: for an option a single draft may set, the engines that read it ("ar", "diffusion"); a draft
+    that sets one only one engine reads is drafted by that engine (app/domain/option_engines.py)."""
+    metadata = {"help": help, "check": check, "off": off, "metavar": metavar, "read_by": read_by}
+    return field(default=default, metadata=metadata)
 
 
 def options(cls: type) -> list[dataclasses.Field[Any]]:

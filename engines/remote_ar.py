@@ -43,10 +43,16 @@ class RemoteAREngine:
     def count_tokens(self, text: str) -> int:
         return -(-len(text) // CHARS_PER_TOKEN)
 
-    def chat_prompt_length(self, instruction: Instruction) -> int:
+    def chat_prompt_length(self, instruction: Instruction, reply_start: str = "") -> int:
         # The server's template is unknown: its role markers, at a few tokens a message.
         messages = as_messages(instruction)
         return sum(self.count_tokens(m["content"]) + TEMPLATE_TOKENS_PER_MESSAGE for m in messages)
+
+    @property
+    def continues_replies(self) -> bool:
+        # OpenAI's API has no portable way to start the assistant's reply (servers differ on a final
+        # assistant message), so drafts lay the document out in the request instead.
+        return False
 
     @property
     def fills_middle(self) -> bool:
@@ -99,9 +105,12 @@ class RemoteAREngine:
         stop: Sequence[str] = (),
         sampling: Sampling = GREEDY,
         cancel: CancelToken | None = None,
+        reply_start: str = "",
     ) -> Iterator[Event]:
         if is_blank(instruction):
             raise EmptyPromptError()
+        if reply_start:
+            raise InvalidRequestError("a remote AR engine cannot be given the start of its reply")
         self._check_max_tokens(max_tokens)
         messages: Any = as_messages(instruction)
         return self._stream(

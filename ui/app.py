@@ -26,8 +26,8 @@ from app.service import SharpenService
 from app.storage.config import ConfigError, set_value
 from app.storage.draft_history import DraftHistory, PastDraft
 from engines.cancel import CancelToken
-from engines.diffusion.trace import Trace, TraceError, load_trace
-from router.request import approximate_tokens
+from engines.trace import Trace, TraceError, load_trace
+from router.request import EngineName, approximate_tokens
 from ui.bindings import bindings, key_rows, keymap
 from ui.document_files import DocumentFiles
 from ui.draft_panel import DraftEnded, DraftPanel, DraftRun
@@ -61,6 +61,8 @@ class SharpenApp(App[None]):
         self.history = DraftHistory(service.paths.state_dir / "drafts.sqlite3")
         self.counter = TextCounter()
         self._saved_theme = ""
+        # The engine the writer chose last in a draft or rewrite dialog (None: the router's choice), for the session.
+        self.draft_engine: EngineName | None = None
 
     # ----- layout and start-up -------------------------------------------------------------------
 
@@ -246,14 +248,20 @@ class SharpenApp(App[None]):
 
     def action_draft(self) -> None:
         self._main_screen_only()
+        self.ask_for_draft(self.draft_engine)
+
+    def ask_for_draft(self, engine: EngineName | None) -> None:
+        """The draft dialog, its engine field on `engine` (None: auto, the router's choice)."""
         if self._busy_drafting("a draft is already refining: esc cancels it"):
             return
-        self.push_screen(DraftPromptScreen(self.service.config.diffusion.tokens), self._draft_asked)
+        self.push_screen(DraftPromptScreen(self.service.config.diffusion.tokens, engine), self._draft_asked)
 
     def _draft_asked(self, ask: DraftAsk | None) -> None:
         if ask is None:
             return
-        self.start_draft(draft_at_cursor(self.editor, ask.prompt, ask.tokens), f"Draft: {ask.prompt[:70] or 'here'}")
+        self.draft_engine = ask.engine
+        request = draft_at_cursor(self.editor, ask.prompt, ask.tokens, ask.engine)
+        self.start_draft(request, f"Draft: {ask.prompt[:70] or 'here'}")
 
     def action_rewrite(self) -> None:
         self._main_screen_only()
@@ -263,13 +271,16 @@ class SharpenApp(App[None]):
             return
         if self._busy_drafting("a draft is already refining: esc cancels it"):
             return
-        self.push_screen(RewriteScreen(approximate_tokens(editor.selected_text)), self._rewrite_asked)
+        self.push_screen(
+            RewriteScreen(approximate_tokens(editor.selected_text), self.draft_engine), self._rewrite_asked
+        )
 
     def _rewrite_asked(self, ask: DraftAsk | None) -> None:
         if ask is None or self.editor.selection.is_empty:
             return
+        self.draft_engine = ask.engine
         label = f"Rewrite: {ask.prompt[:70]}" if ask.prompt else "Rewrite of the selection"
-        self.start_draft(rewrite_of_selection(self.editor, ask.prompt, ask.tokens), label)
+        self.start_draft(rewrite_of_selection(self.editor, ask.prompt, ask.tokens, ask.engine), label)
 
     def start_draft(self, request: DraftRequest, label: str) -> None:
         """Hand the request to the panel, which routes and refines it in a worker."""
@@ -277,6 +288,11 @@ class SharpenApp(App[None]):
 
     def action_another_candidate(self) -> None:
         if not self.panel.another_candidate():
+            raise SkipAction()
+
+    def action_other_engine(self) -> None:
+        """The shown draft's request asked of the other engine, as a candidate beside it."""
+        if not self.panel.other_engine():
             raise SkipAction()
 
     def action_previous_candidate(self) -> None:
@@ -367,7 +383,7 @@ class SharpenApp(App[None]):
     def action_playback(self) -> None:
         trace = self.panel.last_trace
         if trace is None:
-            self.notify("no diffusion draft to play back yet")
+            self.notify("no draft to play back yet")
             return
         self.push_screen(PlaybackScreen(trace, self.service.paths.data_dir / "traces"))
 
@@ -399,21 +415,39 @@ class SharpenApp(App[None]):
             self.notify(str(error), severity="error", timeout=10)
             return
         self.editor.completions_failed = False  # the new model may complete where the old one failed
-        self.notify(f"{name} now serves {'completions' if role == 'complete' else 'drafts'}")
+        serves = {"complete": "completions", "write": "AR drafts, rewrites and chat"}.get(role, "drafts")
+        self.notify(f"{name} now serves {serves}")
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(key_rows(self.service.config.keys)))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        yield SystemCommand("Draft at the cursor", "Write a draft with the router's engine", self.action_draft)
+        yield SystemCommand("Draft at the cursor", "Write a draft with the engine chosen last", self.action_draft)
+        yield SystemCommand(
+            "Draft with diffusion",
+            "Write a draft that refines pass by pass (the draft model), whatever the router would choose",
+            lambda: self.ask_for_draft("diffusion"),
+        )
+        yield SystemCommand(
+            "Draft with AR",
+            "Write a draft token by token (the AR model), whatever the router would choose",
+            lambda: self.ask_for_draft("ar"),
+        )
+        yield SystemCommand(
+            "Draft with the router's choice",
+            "Write a draft with the engine the router chooses, and see why",
+            lambda: self.ask_for_draft(None),
+        )
         yield SystemCommand(
             "Rewrite the selection", "With an instruction, or infill from both sides", self.action_rewrite
         )
         yield SystemCommand(
             "Past drafts", "Reopen, replay or insert a past draft of this document", self.action_draft_history
         )
-        yield SystemCommand("Play back the last draft", "Scrub through its refinement passes", self.action_playback)
+        yield SystemCommand(
+            "Play back the last draft", "Scrub through its passes, or an AR draft's tokens", self.action_playback
+        )
         yield SystemCommand("Load a trace", "Play back a saved refinement trace", self.action_load_trace)
         yield SystemCommand("Toggle autocomplete", "Ghost-text completions on or off", self.action_toggle_autocomplete)
         yield SystemCommand("Models", "Which models are present and what they serve", self.action_models)

@@ -2,14 +2,16 @@
 
 The panel owns the draft: its thread worker asks the service for the reply (routing reads files: never on
 the UI thread) and runs it; the panel takes the worker's messages and keeps the draft's state (refining,
-ready, cancelled, failed) and its candidates. The app asks it for the finished text and tells it to cancel
-or close; it reports progress for the status bar through the callback the app gives it.
+ready, cancelled, failed) and its candidates: the same request asked again, or asked of the other engine. It
+says who writes the draft and why, with both engines' estimates, and labels each candidate with its engine,
+its time and its speed. The app asks it for the finished text and tells it to cancel or close; it reports
+progress for the status bar through the callback the app gives it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from textual import on
@@ -19,14 +21,17 @@ from textual.message import Message
 from textual.widgets import Label
 
 from app.domain.draft_request import DraftRequest
+from app.domain.figures import ENGINE_LABELS, DraftFigures, other_engine
 from app.domain.reply import Reply
 from app.errors import SharpenError
 from app.service import SharpenService
 from app.storage.draft_history import PastDraft
 from engines.cancel import CancelToken
-from engines.diffusion.trace import Trace
 from engines.events import DiffusionStats, Done, GenerationStats, Pass, Token
+from engines.trace import Trace
+from router.request import EngineName, Route
 from ui.bindings import key_label
+from ui.draft_labels import CandidateState, candidates_strip, route_line
 from ui.refinement import RefinementView
 
 DraftState = Literal["refining", "ready", "cancelled", "failed"]
@@ -55,12 +60,39 @@ class DraftRun:
     # True while a DraftPass message is queued: the worker then only appends, so a fast model
     # never floods the UI thread with more frames than it can draw (the newest pass wins).
     frame_queued: bool = False
+    # For an engine the writer chose: the route the router would have given the request (its choice and its
+    # estimates, which the panel shows beside the writer's).
+    advice: Route | None = None
 
     @property
     def kind(self) -> str:
         if self.reply is not None:
             return self.reply.kind
         return self.past.kind if self.past is not None else "draft"
+
+    @property
+    def engine(self) -> EngineName | None:
+        """The engine writing the draft (None until it is routed)."""
+        if self.reply is not None:
+            return self.reply.engine
+        engine = self.past.engine if self.past is not None else ""
+        return "ar" if engine == "ar" else "diffusion" if engine == "diffusion" else None
+
+    @property
+    def figures(self) -> DraftFigures | None:
+        """A finished draft's engine, time and speed (None while it runs, and for a past draft)."""
+        if self.state != "ready" or self.reply is None or self.reply.done is None:
+            return None
+        return self.reply.figures()
+
+    def trace(self) -> Trace | None:
+        """How the draft was written, for playback: its passes or its tokens (None before it ends)."""
+        if self.reply is not None:
+            return self.reply.trace() if self.done is not None else None
+        return self.past_trace
+
+    def label_state(self) -> CandidateState:
+        return CandidateState(self.engine, self.figures, self.state)
 
     @property
     def passes(self) -> list[Pass]:
@@ -74,10 +106,12 @@ class DraftRun:
 
 @dataclass
 class Routed(Message):
-    """The service routed the draft: its reply is about to run."""
+    """The service routed the draft: its reply is about to run. `advice`: for an engine the writer chose, what
+    the router would have chosen."""
 
     run: DraftRun
     reply: Reply
+    advice: Route | None = None
 
 
 @dataclass
@@ -126,6 +160,9 @@ class DraftPanel(Vertical):
     DraftPanel > VerticalScroll { height: 1fr; }
     DraftPanel.open { display: block; }
     DraftPanel #draft-hint { color: $text-muted; }
+    DraftPanel #draft-route { width: 1fr; max-height: 2; color: $text-muted; text-style: italic; display: none; }
+    DraftPanel #draft-candidates { display: none; }
+    DraftPanel #draft-candidates.shown, DraftPanel #draft-route.shown { display: block; }
     """
 
     def __init__(self, service: SharpenService, report: StatusReport, *, id: str | None = None) -> None:
@@ -138,12 +175,14 @@ class DraftPanel(Vertical):
         # What the draft was asked for ("Draft: ..."): the title, less the length once routed.
         self.label = ""
         self.title = ""
-        # The trace of the newest diffusion draft, for playback.
+        # The trace of the draft shown last (either engine's), for playback.
         self.last_trace: Trace | None = None
 
     def compose(self) -> ComposeResult:
         # Plain text: an instruction or a draft may hold anything that looks like markup ("[/INST]").
         yield Label("", id="draft-title", markup=False)
+        yield Label("", id="draft-candidates", markup=False)
+        yield Label("", id="draft-route", markup=False)
         with VerticalScroll():
             yield RefinementView(id="draft-view")
         yield Label("", id="draft-hint", markup=False)
@@ -167,6 +206,7 @@ class DraftPanel(Vertical):
         self.run = run
         self.label = label
         self.open(label)
+        self._show_candidates()
         self.report(
             engine="",
             model="",
@@ -191,16 +231,46 @@ class DraftPanel(Vertical):
         self.start(self.service.candidate(run.request, len(self.candidates)), self.label, another=True)
         return True
 
+    def other_engine(self) -> bool:
+        """Ask the shown draft's request of the other engine, as a candidate beside it (or show the candidate that
+        engine already wrote of it); False if there is no request to ask."""
+        run = self.run
+        if run is None or run.request is None or run.engine is None:
+            return False
+        if self.refining:
+            self.notify("this candidate is still refining: esc cancels it")
+            return True
+        other = other_engine(run.engine)
+        if run.reply is not None and other not in run.reply.route.estimates:  # its model is not present
+            self.notify(f"no {ENGINE_LABELS[other]} model is configured: f2 chooses one")
+            return True
+        asked = replace(run.request, engine=other)
+        written = [
+            number
+            for number, candidate in enumerate(self.candidates)
+            if candidate.engine == other
+            and candidate.state == "ready"
+            and candidate.request is not None
+            and replace(candidate.request, engine=other) == asked
+        ]
+        if written:
+            self.flip(written[0] - self.candidates.index(run))
+            self.notify(f"candidate {written[0] + 1} is {ENGINE_LABELS[other]}'s draft of this request")
+            return True
+        self.start(asked, self.label, another=True)
+        return True
+
     def show_past(self, past: PastDraft, trace: Trace | None) -> None:
-        """Open the panel on a draft from the history, ready to insert (and to play back: its trace, if it is
-        a diffusion draft's)."""
+        """Open the panel on a draft from the history, ready to insert (and to play back, if it was kept with its
+        trace)."""
         stats = GenerationStats(0, 0, 0, 0, None, 0.0, "eos")
         run = DraftRun(None, CancelToken(), past=past, past_trace=trace, state="ready", done=Done(past.text, stats))
         self.candidates, self.run = [run], run
         asked = past.instruction or ("a rewrite" if past.kind == "infill" else "what belongs here")
         self.open(f"Past draft · {past.created[:16].replace('T', ' ')} · {past.engine} · {asked[:60]}")
         self._draw(run)
-        self.last_trace = trace  # an AR draft has none: F5 must not replay an older draft instead
+        self._show_candidates()
+        self.last_trace = trace  # a draft kept without one has none: F5 must not replay an older draft instead
         self.hint(self._ready_hint(run))
 
     def flip(self, step: int) -> bool:
@@ -213,11 +283,20 @@ class DraftPanel(Vertical):
         run = self.candidates[index]
         self.run = run
         self._draw(run)
+        self._show_candidates()
         self.hint(self._ready_hint(run) if run.state == "ready" else f"{run.state} · esc closes")
-        if run.done is not None and run.reply is not None:
-            trace = run.reply.trace()
-            if trace is not None:
-                self.last_trace = trace
+        if run.reply is not None:
+            self._show_route_line(run.reply.route, run.advice)
+            figures = run.figures
+            route = run.reply.route
+            status: dict[str, Any] = {"engine": route.engine, "model": run.reply.model, "reason": route.reason}
+            if figures is not None:
+                status |= {"tokens": figures.tokens, "elapsed_s": figures.seconds, "tokens_per_s": figures.tokens_per_s}
+                status |= {"passes": figures.steps} if figures.engine == "diffusion" else {}
+            self.report(**status)
+        trace = run.trace()
+        if trace is not None:
+            self.last_trace = trace
         return True
 
     def _draw(self, run: DraftRun) -> None:
@@ -231,11 +310,29 @@ class DraftPanel(Vertical):
             return self.title
         return f"{self.title} · candidate {self.candidates.index(self.run) + 1} of {len(self.candidates)}"
 
+    def _show_candidates(self) -> None:
+        """The candidates side by side, each labelled with its engine, its time and its speed (from two on)."""
+        strip = self.query_one("#draft-candidates", Label)
+        several = len(self.candidates) > 1 and self.run in self.candidates
+        strip.set_class(several, "shown")
+        if several:
+            assert self.run is not None
+            states = [candidate.label_state() for candidate in self.candidates]
+            strip.update(candidates_strip(states, self.candidates.index(self.run)))
+
+    def _show_route_line(self, route: Route | None, advice: Route | None = None) -> None:
+        line = self.query_one("#draft-route", Label)
+        line.set_class(route is not None, "shown")
+        if route is not None:
+            line.update(route_line(route, advice, key_label(self.service.config.keys, "other_engine")))
+
     def _ready_hint(self, run: DraftRun) -> str:
         keys = self.service.config.keys
         hint = f"{key_label(keys, 'accept_draft')} inserts · {key_label(keys, 'dismiss')} drops"
         if run.passes:
             hint += f" · {key_label(keys, 'playback')} plays the passes back"
+        elif run.trace() is not None:
+            hint += f" · {key_label(keys, 'playback')} plays it back token by token"
         if run.request is not None:
             hint += f" · {key_label(keys, 'another_candidate')} another candidate"
         if len(self.candidates) > 1:
@@ -253,7 +350,8 @@ class DraftPanel(Vertical):
             if self.service.measures_first():
                 self.app.call_from_thread(self.hint, "measuring this machine first (once, a few seconds)…")
             reply = self.service.draft(request, cancel=run.cancel)
-            self.post_message(Routed(run, reply))
+            advice = self._advice(request) if reply.route.rule == "forced" else None
+            self.post_message(Routed(run, reply, advice))
             for event in reply:
                 if isinstance(event, Pass):
                     if not run.frame_queued:
@@ -269,6 +367,13 @@ class DraftPanel(Vertical):
         except Exception as error:  # a bug, or a file routing could not read: the panel must not stay "refining"
             self.log.error(f"draft failed: {error!r}")
             self.post_message(Failed(run, f"the draft failed unexpectedly ({type(error).__name__}: {error})"))
+
+    def _advice(self, request: DraftRequest) -> Route | None:
+        """In the worker thread: what the router would choose for a request whose engine the writer chose."""
+        try:
+            return self.service.draft_route(replace(request, engine=None))
+        except SharpenError:
+            return None
 
     def cancel(self) -> bool:
         """Esc: stop a refining draft, or close a finished one. False if there is no draft."""
@@ -298,12 +403,14 @@ class DraftPanel(Vertical):
     @on(Routed)
     def _show_route(self, message: Routed) -> None:
         run, reply = message.run, message.reply
-        run.reply = reply
+        run.reply, run.advice = reply, message.advice
         if run is not self.run:
             return
         self.title = f"{self.label} · {reply.tokens} tokens"
         self.query_one("#draft-title", Label).update(self._title())
         route = reply.route
+        self._show_route_line(route, message.advice)
+        self._show_candidates()
         self.report(engine=route.engine, model=route.model, reason=route.reason, planned_passes=reply.planned_passes)
 
     @on(PassReady)
@@ -344,8 +451,7 @@ class DraftPanel(Vertical):
             self.view.current = run.passes[-1]
         else:
             self.view.streamed = message.done.text
-        assert run.reply is not None
-        trace = run.reply.trace()
+        trace = run.trace()
         if trace is not None:
             self.last_trace = trace
         stats = message.done.stats
@@ -357,9 +463,10 @@ class DraftPanel(Vertical):
         else:
             run.state = "ready"
             self.hint(self._ready_hint(run))
-            context = run.reply.context
+            context = run.reply.context if run.reply is not None else None
             if context is not None and context.note():
                 self.notify(context.note(), severity="warning", timeout=8)
+        self._show_candidates()
         self.post_message(DraftEnded(run))
         self.report(
             state="cancelled" if run.state == "cancelled" else "draft ready",
@@ -376,6 +483,7 @@ class DraftPanel(Vertical):
             return
         message.run.state = "failed"
         self.hint("failed · esc closes")
+        self._show_candidates()
         self.report(state="draft failed")
 
     # ----- drawing -------------------------------------------------------------------------------
@@ -385,6 +493,7 @@ class DraftPanel(Vertical):
         self.view.streamed = ""
         self.title = title
         self.query_one("#draft-title", Label).update(self._title())
+        self._show_route_line(None)
         self.hint("refining… esc cancels")
         self.add_class("open")
 

@@ -6,16 +6,20 @@ from __future__ import annotations
 from textual.widgets import TextArea
 
 from app.domain.draft_request import DraftRequest
+from router.request import EngineName
 
 
-def draft_at_cursor(editor: TextArea, instruction: str, tokens: int) -> DraftRequest:
+def draft_at_cursor(editor: TextArea, instruction: str, tokens: int, engine: EngineName | None = None) -> DraftRequest:
+    """A draft at the cursor; `engine` None: the router chooses."""
     cursor = editor.cursor_location
     before = editor.get_text_range((0, 0), cursor)
     after = editor.get_text_range(cursor, editor.document.end)
-    return DraftRequest("draft", instruction, before=before, after=after, tokens=tokens)
+    return DraftRequest("draft", instruction, before=before, after=after, tokens=tokens, engine=engine)
 
 
-def rewrite_of_selection(editor: TextArea, instruction: str, tokens: int) -> DraftRequest:
+def rewrite_of_selection(
+    editor: TextArea, instruction: str, tokens: int, engine: EngineName | None = None
+) -> DraftRequest:
     start, end = sorted(editor.selection)
     return DraftRequest(
         "infill",
@@ -24,4 +28,5 @@ def rewrite_of_selection(editor: TextArea, instruction: str, tokens: int) -> Dra
         after=editor.get_text_range(end, editor.document.end),
         selection=editor.selected_text,
         tokens=tokens,
+        engine=engine,
     )

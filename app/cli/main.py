@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import version
 from pathlib import Path
 
-from app.cli import models, routing, serve, tools, writing
+from app.cli import compare, models, routing, serve, tools, writing
 from app.cli.common import EXIT_USAGE, PATH_ARGUMENTS, PATH_METAVARS, Command, Parser, fail, note
 from app.errors import SharpenError
 from app.storage.documents import NOT_UTF8, valid_text
@@ -25,6 +25,7 @@ EXIT_BROKEN_PIPE = 128 + getattr(signal, "SIGPIPE", 13)  # Windows has no SIGPIP
 
 COMMANDS: tuple[Command, ...] = (
     *writing.COMMANDS,
+    *compare.COMMANDS,
     *routing.COMMANDS,
     tools.REPLAY,
     tools.CONFIG,

@@ -68,7 +68,7 @@ def list_models(args: argparse.Namespace) -> int:
         fit = "" if status.fit.fits else "  (too big for this machine)"
         print(f"{entry.name:26} {entry.role:9} {entry.engine:16} {status.size_label:>11}{used}{fit}")
         print(f"    {entry.description}")
-    print("\n`sharpen models pull NAME` downloads one; `sharpen models use NAME --for draft|complete` switches.")
+    print("\n`sharpen models pull NAME` downloads one; `sharpen models use NAME --for complete|write|draft` switches.")
     return 0
 
 

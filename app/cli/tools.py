@@ -10,7 +10,7 @@ from pathlib import Path
 from app.cli.common import EXIT_ERROR, Command, checked_flag, service
 from app.storage.config import between, load_config, render_config, set_value
 from app.storage.paths import sharpen_paths
-from engines.diffusion.trace import load_trace
+from engines.trace import load_trace
 
 
 def run_tui(document: Path | None = None, trace: Path | None = None) -> int:
@@ -24,19 +24,19 @@ def run_tui(document: Path | None = None, trace: Path | None = None) -> int:
 def replay_arguments(parser: argparse.ArgumentParser) -> None:
     from app.recording.screens import DEFAULT_HEIGHT, DEFAULT_SPEED, DEFAULT_WIDTH
 
-    parser.add_argument("trace", help="a trace file saved by `sharpen draft --trace` or the TUI")
+    parser.add_argument("trace", help="a trace file saved by `sharpen draft --trace` or the TUI (either engine's)")
     parser.add_argument(
         "--export",
         dest="out",  # a path: it keeps its bytes
         metavar="FILE",
-        help="write the refinement as a recording instead of opening playback: "
+        help="write the draft as a recording instead of opening playback: "
         "FILE.cast (asciinema), FILE.svg (animated, plays in a browser or a README) or FILE.gif",
     )
     parser.add_argument(
         "--speed",
         type=checked_flag(float, between(0.1, 100.0)),
-        default=DEFAULT_SPEED,
-        help=f"passes a second in the recording (default {DEFAULT_SPEED:g}; the last is held 2 s)",
+        help=f"passes (or an AR draft's tokens) a second in the recording (default: {DEFAULT_SPEED:g} passes a "
+        "second, an AR draft as it was written; the last frame is held 2 s)",
     )
     parser.add_argument(
         "--width",
@@ -57,13 +57,14 @@ def replay(args: argparse.Namespace) -> int:
         load_trace(args.trace)  # a bad file fails here, with a clear message, before the screen opens
         return run_tui(trace=Path(args.trace))
     from app.recording.export import export_format, export_trace
+    from app.recording.frames import step_unit
     from app.recording.screens import ExportOptions
 
     out = Path(args.out)
     export_format(out)  # an extension Sharpen does not write fails before the trace is read
     trace = load_trace(args.trace)
     written = export_trace(trace, out, ExportOptions(speed=args.speed, width=args.width, height=args.height))
-    print(f"wrote {out}: {len(trace.passes)} passes, {written / 1024:.1f} KB", file=sys.stderr)
+    print(f"wrote {out}: {trace.steps} {step_unit(trace)}, {written / 1024:.1f} KB", file=sys.stderr)
     return 0
 
 
@@ -101,7 +102,12 @@ def doctor(args: argparse.Namespace) -> int:
     return 0 if report.ok else EXIT_ERROR
 
 
-REPLAY = Command("replay", "open the playback of a saved refinement trace", replay_arguments, replay)
+REPLAY = Command(
+    "replay",
+    "play back a saved draft trace (a diffusion draft's passes, an AR draft's tokens)",
+    replay_arguments,
+    replay,
+)
 CONFIG = Command("config", "show or change settings", config_arguments, config)
 DOCTOR = Command(
     "doctor",

@@ -20,12 +20,13 @@ from app.cli.common import (
     setting_flag,
 )
 from app.domain.draft_request import DraftKind, DraftRequest
+from app.domain.option_engines import readers_note
 from app.domain.reply import Reply
 from app.storage.traces import save_trace
 from engines.diffusion.settings import DiffusionSettings
-from engines.diffusion.trace import TraceError
 from engines.events import GenerationStats, Pass, Token
 from engines.options import at_least, options
+from engines.trace import TraceError
 from router.request import ENGINES, POLICIES, QUALITIES
 
 
@@ -54,17 +55,7 @@ def print_reply(reply: Reply, args: argparse.Namespace) -> int:
     stats = done.stats
     if reply.context is not None and reply.context.note() and not as_json:
         print(f"sharpen: note: {reply.context.note()}", file=sys.stderr)
-    if isinstance(stats, GenerationStats):
-        print(json.dumps(reply.as_json()) if as_json else "")
-        if stats.trimmed_tokens and not as_json:
-            print(
-                f"sharpen: note: the first {stats.trimmed_tokens} tokens of the text did not fit the context "
-                "and were not seen",
-                file=sys.stderr,
-            )
-        return 0
-    if live:
-        sys.stderr.write("\r\033[K")
+    # Whichever engine wrote it: a diffusion draft's passes, an AR draft's tokens as they arrived.
     trace_path: Path | None = None
     trace_error: TraceError | None = None
     trace = reply.trace()
@@ -74,8 +65,22 @@ def print_reply(reply: Reply, args: argparse.Namespace) -> int:
             trace_path = Path(args.trace)
         except TraceError as error:
             trace_error = error  # reported after the draft itself is out, so the text is never lost
+    traced = {"trace": str(trace_path) if trace_path else None} if hasattr(args, "trace") else {}
+    if isinstance(stats, GenerationStats):
+        print(json.dumps(reply.as_json() | traced) if as_json else "")
+        if stats.trimmed_tokens and not as_json:
+            print(
+                f"sharpen: note: the first {stats.trimmed_tokens} tokens of the text did not fit the context "
+                "and were not seen",
+                file=sys.stderr,
+            )
+        if trace_error is not None:
+            raise trace_error
+        return 0
+    if live:
+        sys.stderr.write("\r\033[K")
     if as_json:
-        print(json.dumps(reply.as_json() | {"trace": str(trace_path) if trace_path else None}))
+        print(json.dumps(reply.as_json() | traced))
     elif stream:
         print(done.text[len(streamed) :] if done.text.startswith(streamed) else "\n" + done.text)
     else:
@@ -139,28 +144,52 @@ def chat(args: argparse.Namespace) -> int:
     return print_reply(reply, args)
 
 
+# The flags of `draft` and `infill` that are named otherwise than their option (DraftRequest's field).
+FLAGS = {"chat": "--no-chat", "record_trace": "--trace"}
+
+
+def flag_name(option: str) -> str:
+    """A draft option as `draft` and `infill` name it: its flag."""
+    return FLAGS.get(option, "--" + option.replace("_", "-"))
+
+
+def _help(text: str, option: str, key: str = "") -> str:
+    """A flag's help: what it does, which engine alone reads it, and the setting it overrides."""
+    notes = "; ".join(note for note in (readers_note(option), f"config: {key}" if key else "") if note)
+    return (f"{text} ({notes})" if notes else text).replace("%", "%%")
+
+
 def draft_options(parser: argparse.ArgumentParser) -> None:
     """The flags of `draft` and `infill`: one per DiffusionSettings option, then the routing flags."""
     parser.add_argument(
         "--tokens",
         type=setting_flag("diffusion.tokens"),
         metavar="N",
-        help="draft length in tokens (config: diffusion.tokens)",
+        help=_help("draft length in tokens", "tokens", "diffusion.tokens"),
     )
     hints = typing.get_type_hints(DiffusionSettings)
     for item in options(DiffusionSettings):
-        flag, key = "--" + item.name.replace("_", "-"), f"diffusion.{item.name}"
-        help = f"{item.metadata['help']} (config: {key})".replace("%", "%%")
+        flag, key = flag_name(item.name), f"diffusion.{item.name}"
+        help = _help(item.metadata["help"], item.name, key)
         if typing.get_origin(hints[item.name]) is typing.Literal:
             parser.add_argument(flag, choices=typing.get_args(hints[item.name]), help=help)
         else:
             parser.add_argument(flag, type=setting_flag(key), metavar=item.metadata["metavar"] or None, help=help)
-    parser.add_argument("--trace", metavar="FILE", help="save every refinement pass to FILE (JSON Lines)")
+    parser.add_argument(
+        "--trace",
+        metavar="FILE",
+        help=_help(
+            "save the draft's trace to FILE (JSON Lines): every refinement pass, or every AR token with its time",
+            "record_trace",
+        ),
+    )
     parser.add_argument("--stream", action="store_true", help="print the settled start of the draft as it grows")
     parser.add_argument("--json", action="store_true", help="print the text, passes and timings as JSON")
     parser.add_argument("--engine", choices=ENGINES, help="force an engine instead of asking the router")
     parser.add_argument("--policy", choices=POLICIES, help="routing policy (config: router.policy)")
-    parser.add_argument("--quality", choices=QUALITIES, help="passes per token preset (config: router.quality)")
+    parser.add_argument(
+        "--quality", choices=QUALITIES, help=_help("passes per token preset", "quality", "router.quality")
+    )
 
 
 def draft_request(
@@ -184,6 +213,8 @@ def draft_request(
         policy=args.policy,
         quality=args.quality,
         chat=not getattr(args, "no_chat", False),
+        record_trace=args.trace is not None,
+        spelling=flag_name,
     )
 
 
@@ -207,7 +238,9 @@ def draft_arguments(parser: argparse.ArgumentParser) -> None:
         help="the cursor's position in the document, in characters (default: its end)",
     )
     parser.add_argument(
-        "--no-chat", action="store_true", help="use the prompt as plain text, without the chat template"
+        "--no-chat",
+        action="store_true",
+        help=_help("use the prompt as plain text, without the chat template", "chat"),
     )
     draft_options(parser)
 

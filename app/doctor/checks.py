@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from app.doctor.gpu import check_this_gpu
 from app.doctor.report import Finding, Report, Status
 from app.orchestration.model_manager import size_on_disk
 from app.service import SharpenService
@@ -176,8 +177,11 @@ def check_config(paths: SharpenPaths) -> tuple[Finding, Config]:
 
 
 def _use_default(role: str) -> str:
-    """The command that puts a role back on its embedded model, which is always present and small."""
+    """The command that puts a role back on its embedded model, which is always present and small (writing:
+    back on the complete model)."""
     default = getattr(ModelsSection(), role)
+    if not default:
+        return f'sharpen config set models.{role} ""'
     return f"sharpen models use {default} --for {role}"
 
 
@@ -200,6 +204,9 @@ def check_remote_model(check: str, remote: RemoteSource) -> Finding:
 
 def check_model(service: SharpenService, role: str, name: str) -> Finding:
     check = f"models.{role}"
+    if role == "write" and not name.strip():
+        complete = service.config.models.complete
+        return Finding(check, "ok", f"none set: the complete model ({complete}) answers drafts, rewrites and chat")
     if not name.strip():
         return Finding(
             check,
@@ -214,17 +221,23 @@ def check_model(service: SharpenService, role: str, name: str) -> Finding:
             return check_remote_model(check, remote)
         model = service.models.check(role, name, fit=False)
     except UnknownModel as error:
-        return Finding(check, "fail" if role == "complete" else "warn", str(error), _use_default(role))
+        return Finding(check, "fail" if role != "draft" else "warn", str(error), _use_default(role))
     except ModelFileError as error:
-        status: Status = "fail" if role == "complete" else "warn"
+        status: Status = "fail" if role != "draft" else "warn"
         fix = error.hint or _use_default(role)
         return Finding(check, status, f"{error.path}: {error.problem}", fix)
     except (ModelError, ConfigError) as error:
-        return Finding(check, "fail" if role == "complete" else "warn", str(error), _use_default(role))
+        return Finding(check, "fail" if role != "draft" else "warn", str(error), _use_default(role))
     path = model.path
     size = size_on_disk(path)
     facts: dict[str, object] = {"name": model.name, "path": str(path), "bytes": size}
     uncached = ""  # why a draft model runs without a cache: a warning once the fit is checked
+    adapted = ""  # how an AR adapter is served, said with the model
+    if role != "draft" and path.is_file():
+        served_ar = service.models.served_ar(path, write=False)
+        if served_ar.note:
+            facts["served"] = served_ar.note
+            adapted = f"; {served_ar.note}"
     if role == "draft" and path.is_file():
         served = service.models.served_file(path, write=False)
         facts["cache"] = service.models.runnable_cache() if served.cached else "none"
@@ -236,11 +249,12 @@ def check_model(service: SharpenService, role: str, name: str) -> Finding:
         verdict = check_fit(model.entry, machine)
         if not verdict.fits:
             # Drafts fall back to AR, and with models.check_fit off the user chose to load it anyway.
-            status = "fail" if role == "complete" and service.config.models.check_fit else "warn"
+            status = "fail" if role != "draft" and service.config.models.check_fit else "warn"
             return Finding(check, status, verdict.reason, _use_default(role), facts)
         if uncached:
             return Finding(check, "warn", f"{model.name}: {verdict.reason}; {uncached}", "", facts)
-        return Finding(check, "ok", f"{model.name}: {path} ({size / 1e6:.0f} MB), {verdict.reason}", "", facts)
+        detail = f"{model.name}: {path} ({size / 1e6:.0f} MB), {verdict.reason}{adapted}"
+        return Finding(check, "ok", detail, "", facts)
     if size > machine.ram_available:
         return Finding(
             check,
@@ -251,7 +265,7 @@ def check_model(service: SharpenService, role: str, name: str) -> Finding:
         )
     if uncached:
         return Finding(check, "warn", f"{path} ({size / 1e6:.0f} MB): {uncached}", "", facts)
-    return Finding(check, "ok", f"{path} ({size / 1e6:.0f} MB), readable", "", facts)
+    return Finding(check, "ok", f"{path} ({size / 1e6:.0f} MB), readable{adapted}", "", facts)
 
 
 def check_profile(service: SharpenService) -> Finding:
@@ -271,7 +285,7 @@ def check_profile(service: SharpenService) -> Finding:
     stale = [
         f"{role} was measured on {measured!r}, now {configured!r}"
         for role, measured, configured in (
-            ("complete", profile.ar.model, models.complete),
+            ("write", profile.ar.model, service.engines.writing_model),
             ("draft", profile.diffusion.model, models.draft),
         )
         if configured.strip() and measured != _model_name(service, configured)
@@ -354,11 +368,13 @@ def diagnose(paths: SharpenPaths | None = None) -> Report:
     findings += _guarded("torch", check_optional_packages)
     config_finding, config = check_config(paths)
     findings.append(config_finding)
+    findings += _guarded("gpu", lambda: check_this_gpu(config.ar.n_gpu_layers))
     findings += _guarded("dual cache", lambda: check_dual_cache(config))
     service = SharpenService(config, paths)
     findings += _guarded(
         "models.complete", lambda: check_model(service, "complete", config.models.complete), vital=True
     )
+    findings += _guarded("models.write", lambda: check_model(service, "write", config.models.write))
     findings += _guarded("models.draft", lambda: check_model(service, "draft", config.models.draft))
     findings += _guarded("calibration", lambda: check_profile(service))
     findings += _guarded("threads", lambda: check_threads(config))

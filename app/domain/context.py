@@ -139,9 +139,34 @@ def fit_context(before: str, after: str, budget: int, count: Count, *, after_at_
     )
 
 
+# How a continued reply's request gives the text after the cursor: a sentence of the request, not a heading
+# over the document, so that a model has nothing to copy back as if it were the answer.
+AFTER_THE_CURSOR = "My text goes on after yours with:"
+
+
+@dataclass(frozen=True)
+class ContinuedReply:
+    """A draft into a document laid out for a model that goes on from the start of its own reply: the request
+    (with the text after the cursor, where there is some) is the user's turn and the document up to the cursor
+    is the start of the reply. The white space the document ends with is left for the model to write (a BPE
+    model writes a word with its space); `held_back` is that white space, which the draft then starts with
+    and which the document already has."""
+
+    request: str
+    reply_start: str
+    held_back: str
+
+
+def continued_reply(instruction: str, before: str, after: str) -> ContinuedReply:
+    start = before.rstrip()
+    request = f"{instruction}\n\n({AFTER_THE_CURSOR} {after.strip()})" if after.strip() else instruction
+    return ContinuedReply(request, start, before[len(start) :])
+
+
 def document_instruction(instruction: str, before: str, after: str) -> str:
-    """An instruction with the document it is to be written into (for a model that reads it in the request:
-    an AR model, which cannot be given the text after its reply any other way)."""
+    """An instruction with the document it is to be written into under headings (for a model that reads it
+    in the request: the block-causal drafter, trained on this layout, and an AR model that cannot be given
+    the start of its reply)."""
     parts = [instruction]
     if before:
         parts.append(f"The document, up to where your text goes:\n\n{before}")

@@ -15,14 +15,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from app.domain.context import ContextUse
+from app.domain.figures import DraftFigures
 from app.domain.job import Job
 from engines.ar_engine import AREngine
 from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.schedule import timestep_passes
 from engines.diffusion.settings import DiffusionSettings
 from engines.diffusion.settled import settled_text
-from engines.diffusion.trace import Trace, TraceHeader
-from engines.events import DiffusionStats, Done, Event, Pass
+from engines.events import DiffusionStats, Done, Event, Pass, Token
+from engines.trace import NO_MASK, TokenArrival, Trace, TraceHeader
 from router.request import EngineName, Kind, Route
 
 
@@ -46,8 +47,10 @@ class Reply:
         self.settings: DiffusionSettings | None = job.settings
         self.kind = kind
         self.prompt = prompt
-        # Appended as the passes come (by the thread that iterates); readers take the newest one.
+        # Appended as the passes (diffusion) or the tokens (AR, with when each arrived) come, by the thread that
+        # iterates; readers take the newest one.
         self.passes: list[Pass] = []
+        self.written: list[TokenArrival] = []
         self.done: Done | None = None
         self.started = time.perf_counter()
         self._job: Job | None = job
@@ -64,9 +67,15 @@ class Reply:
         self._created = datetime.now(UTC).isoformat(timespec="seconds")
         opened = job.open()
         self._engine, self.context = opened.engine, opened.context
+        # Tokens are timed from here, as the engines time their passes and stats: from the start of the call,
+        # the model already loaded.
+        begun = time.perf_counter()
         for event in opened.events:
             if isinstance(event, Pass):
                 self.passes.append(event)
+            elif isinstance(event, Token):
+                arrived = time.perf_counter() - begun
+                self.written.append(TokenArrival(event.index, event.token_id, event.text, arrived))
             elif isinstance(event, Done):
                 self.done = event
                 if self._finished is not None:
@@ -118,9 +127,14 @@ class Reply:
         return settled_text(event, engine.decode)
 
     def trace(self) -> Trace | None:
-        """The refinement trace of a finished (or cancelled) diffusion draft; None for AR or before the end."""
+        """How the finished (or cancelled) draft was written: a diffusion draft's passes, an AR draft's tokens as
+        they arrived; None before the end, and for an AR reply that wrote nothing."""
         engine, done = self._engine, self.done
-        if not isinstance(engine, DiffusionEngine) or done is None or self.settings is None:
+        if engine is None or done is None:
+            return None
+        if not isinstance(engine, DiffusionEngine):
+            return self._ar_trace(engine, done) if self.written else None
+        if self.settings is None:
             return None
         stats = done.stats
         assert isinstance(stats, DiffusionStats), "a diffusion engine ends with DiffusionStats"
@@ -138,6 +152,29 @@ class Reply:
         trace = Trace(header, passes=list(self.passes))
         trace.record(done)
         return trace
+
+    def _ar_trace(self, engine: AREngine, done: Done) -> Trace:
+        header = TraceHeader(
+            model=engine.model_name,
+            backend=engine.backend,
+            prompt=self.prompt,
+            prompt_tokens=done.stats.prompt_tokens,
+            canvas_length=self.tokens,
+            mask_token_id=NO_MASK,
+            settings=self.route.settings,
+            created=self._created,
+            kind=self.kind,
+            engine="ar",
+        )
+        trace = Trace(header, tokens=list(self.written))
+        trace.record(done)
+        return trace
+
+    def figures(self) -> DraftFigures:
+        """Who wrote the finished draft, how long it took, how fast and in how many steps."""
+        if self.done is None:
+            raise RuntimeError("a reply has figures once it has run")
+        return DraftFigures.of(self.engine, self.model, self.done.stats)
 
     def as_json(self) -> dict[str, Any]:
         """What `--json` prints: the text, who served it, its stats, and a diffusion draft's settings."""

@@ -1,7 +1,9 @@
 """The session's engines: loaded from the config's sections on first use, kept, and swapped for another model.
 
-Each engine takes its section as it is: the [ar] section is the AR engine's LlamaSettings, and the
-[diffusion] section extends DiffusionLoadSettings, which both diffusion backends take.
+Each engine takes its section as it is: the [ar] section is the AR engines' LlamaSettings, and the
+[diffusion] section extends DiffusionLoadSettings, which both diffusion backends take. Two AR engines are
+kept where models.write names another model than models.complete (ghost text on one, drafts, rewrites and
+chat on the other); one serves both where it is empty or the same.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import threading
 from dataclasses import replace
 
-from app.orchestration.model_manager import ModelManager
+from app.orchestration.model_manager import ModelManager, writing_model
 from app.storage.config import Config, set_value
 from app.storage.paths import SharpenPaths
 from engines.ar_engine import AREngine
@@ -22,7 +24,7 @@ from engines.threads import Foreground
 from models.catalogue import ResolvedModel
 from models.errors import ModelError, UnsupportedModel
 from models.hf_checkpoint import is_checkpoint_folder
-from models.remote import RemoteSource, remote_api_key
+from models.remote import remote_api_key
 
 
 class NoDraftModel(ModelError):
@@ -46,31 +48,49 @@ class EngineRegistry:
         # One lock per engine: loading the draft model (and writing its cacheable copy, minutes for a
         # multi-GB file) never holds up a completion. Swapping a model takes both.
         self._ar_lock = threading.Lock()
+        self._writer_lock = threading.Lock()
         self._diffusion_lock = threading.Lock()
         # Completions run in the foreground: the draft engines give way to them between passes.
         self.foreground = Foreground()
         self._ar: AREngine | None = None
+        self._writer: AREngine | None = None
         self._diffusion: DiffusionEngine | None = None
 
+    @property
+    def writing_model(self) -> str:
+        """The model AR drafts, rewrites and chat replies run on (models.write, or the complete model)."""
+        return writing_model(self.config.models)
+
     def ar(self) -> AREngine:
-        """The AR engine for the configured completion model, loaded on first use (a remote model's engine
-        only names the server: nothing is sent until a request)."""
+        """The AR engine for the configured completion model (ghost text), loaded on first use (a remote
+        model's engine only names the server: nothing is sent until a request)."""
         with self._ar_lock:
             if self._ar is None:
-                remote = self.models.remote(self.config.models.complete)
-                if remote is not None:
-                    self._ar = self._remote_engine(remote)
-                    return self._ar
-                model = self.models.resolve(self.config.models.complete)
-                self.models.require_fit_to_load(model)
-                self._ar = LlamaAREngine(model.path, model.name, self.config.ar, self.foreground)
+                self._ar = self._ar_engine(self.config.models.complete)
             return self._ar
 
-    def _remote_engine(self, remote: RemoteSource) -> AREngine:
-        from engines.remote_ar import RemoteAREngine  # the openai client: only for a remote model
+    def writer(self) -> AREngine:
+        """The AR engine drafts, rewrites and chat replies run on: the completion engine itself where
+        models.write is empty or names the same model, else its own engine, loaded on first use (for an
+        adapter, merged into its base once, which completions do not wait for)."""
+        name = self.writing_model
+        if name == self.config.models.complete:
+            return self.ar()
+        with self._writer_lock:
+            if self._writer is None:
+                self._writer = self._ar_engine(name)
+            return self._writer
 
-        name = self.config.models.complete
-        return RemoteAREngine(remote, name, api_key=remote_api_key(), context_length=self.config.ar.n_ctx)
+    def _ar_engine(self, name: str) -> AREngine:
+        remote = self.models.remote(name)
+        if remote is not None:
+            from engines.remote_ar import RemoteAREngine  # the openai client: only for a remote model
+
+            return RemoteAREngine(remote, name, api_key=remote_api_key(), context_length=self.config.ar.n_ctx)
+        model = self.models.resolve(name)
+        self.models.require_fit_to_load(model)
+        served = self.models.served_ar(model.path)
+        return LlamaAREngine(served.path, model.name, self.config.ar, self.foreground, adapter=served.adapter)
 
     def diffusion(self) -> DiffusionEngine:
         """The diffusion engine for the configured draft model, loaded on first use."""
@@ -125,15 +145,22 @@ class EngineRegistry:
         return "none"
 
     def use_model(self, role: str, name: str, *, force: bool = False) -> None:
-        """Point a role ("complete" or "draft") at a model, in the config file and in this session: its
-        engine loads again on next use."""
+        """Point a role ("complete", "write" or "draft") at a model, in the config file and in this session:
+        its engine loads again on next use. An empty name for "write" puts writing back on the complete model."""
         # A missing, corrupt or wrong-kind file fails here, before the config changes.
-        self.models.check(role, name, fit=not force)
+        if role != "write" or name.strip():
+            self.models.check(role, name, fit=not force)
         set_value(self.paths.config_file, f"models.{role}", name)
-        with self._ar_lock, self._diffusion_lock:
+        with self._ar_lock, self._writer_lock, self._diffusion_lock:
+            models = self.config.models
             if role == "complete":
-                self.config = replace(self.config, models=replace(self.config.models, complete=name))
+                models = replace(models, complete=name)
                 self._ar = None
+            elif role == "write":
+                models = replace(models, write=name)
             else:
-                self.config = replace(self.config, models=replace(self.config.models, draft=name))
+                models = replace(models, draft=name)
                 self._diffusion = None
+            self.config = replace(self.config, models=models)
+            if role == "write" or self.writing_model == self.config.models.complete:
+                self._writer = None  # loads again, or is no longer needed: the completion engine writes

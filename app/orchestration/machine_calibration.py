@@ -57,7 +57,7 @@ class Calibrations:
         present = self.routing.present_engines()
         measured = [engine for engine in present if only is None or engine in only]
         device = self.routing.device_class()
-        ar = self.engines.ar() if "ar" in measured else None
+        ar = self.engines.writer() if "ar" in measured else None  # the AR engine drafts run on
         diffusion = self.engines.diffusion() if "diffusion" in measured else None
         profile = calibrate(device, ar, diffusion, sizes, progress, self.draft_settings.resolve(), cancel)
         with self._saving:
@@ -161,7 +161,7 @@ class Calibrations:
                 return None
             try:
                 for engine in wanted:  # loaded first: the draft needs its engine, and loading is not measuring
-                    self.engines.ar() if engine == "ar" else self.engines.diffusion()
+                    self.engines.writer() if engine == "ar" else self.engines.diffusion()
                 start = time.perf_counter()
                 self.calibrate(QUICK, lambda _fraction, _label: None, cancel, only=wanted)
             except CalibrationCancelled:

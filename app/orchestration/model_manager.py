@@ -8,11 +8,19 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from app.storage.config import Config, ConfigError, read_raw, user_catalogue
+from app.storage.config import Config, ConfigError, ModelsSection, read_raw, user_catalogue
 from app.storage.paths import SharpenPaths
 from engines.diffusion.backend import CacheMode
 from engines.diffusion.llama_backend import check_diffusion_gguf, runnable_cache
-from models.adapted import AdaptedModel, adapted_model, adapter_info, current_merge, is_adapter, write_merge
+from models.adapted import (
+    AdaptedModel,
+    adapted_model,
+    adapter_info,
+    current_merge,
+    is_adapter,
+    require_diffusion,
+    write_merge,
+)
 from models.catalogue import CatalogueEntry, ResolvedModel, catalogue, resolve_model
 from models.errors import ModelError, ModelFileError, UnknownModel, UnsupportedModel
 from models.fit import FitVerdict, Machine, check_fit, require_disk, require_fit, this_machine
@@ -31,18 +39,27 @@ from models.hf_checkpoint import inspect_checkpoint, is_checkpoint_folder
 from models.hub import HubSettings, ProgressCallback, PullError, PullResult, cached_path, pull, remove
 from models.remote import RemoteSource, is_remote, parse_remote
 
-ROLES = ("complete", "draft")
+# complete: ghost-text completions; write: drafts, rewrites and chat replies through the AR engine (the
+# complete model's where models.write is empty); draft: the diffusion engine's drafts and rewrites.
+ROLES = ("complete", "write", "draft")
+AR_ROLES = ("complete", "write")
 
 
 @dataclass(frozen=True)
 class ServedFile:
-    """The file a diffusion GGUF is served from, and whether a cache can run on it and why not."""
+    """The file a model is served from, and (a diffusion GGUF) whether a cache can run on it and why not."""
 
     path: Path
     cached: bool
     note: str
-    # A LoRA adapter llama.cpp applies to `path` at load (Sharpen's adapted drafters, models/adapted.py).
+    # A LoRA adapter llama.cpp applies to `path` at load (Sharpen's adapters, models/adapted.py).
     adapter: Path | None = None
+
+
+def writing_model(models: ModelsSection) -> str:
+    """The model drafts, rewrites and chat replies run on through the AR engine: models.write, or where that
+    is empty the complete model."""
+    return models.write.strip() or models.complete
 
 
 def size_on_disk(path: Path) -> int:
@@ -143,8 +160,10 @@ class ModelManager:
         return entries[name]
 
     def in_use_for(self, name: str) -> tuple[str, ...]:
+        """The roles `name` serves (the complete model serves writing too where models.write is empty)."""
         models = self._config().models
-        return tuple(role for role in ROLES if getattr(models, role) == name)
+        serving = {"complete": models.complete, "write": writing_model(models), "draft": models.draft}
+        return tuple(role for role in ROLES if serving[role] == name)
 
     def status(self, entry: CatalogueEntry, machine: Machine) -> ModelStatus:
         if entry.is_remote:
@@ -193,15 +212,17 @@ class ModelManager:
                     served = self.served_file(status.path, write=False)
                     mode = self.runnable_cache() if served.cached else "none"
                     info["cache"] = f"{mode}; " + (served.note or "the file has a KV cache")
+                elif adapter is not None:
+                    info["served"] = self.served_ar(status.path, write=False).note
         return info
 
     def check(self, role: str, name: str, *, fit: bool = True) -> ResolvedModel:
         """The model `name` resolved, read and checked for `role`; a ModelError says what is wrong."""
         if role not in ROLES:
-            raise ConfigError(f"unknown role {role!r}: use complete or draft")
+            raise ConfigError(f"unknown role {role!r}: use {', '.join(ROLES)}")
         remote = self.remote(name)
         if remote is not None:
-            if role != "complete":
+            if role not in AR_ROLES:
                 raise UnsupportedModel(Path(name), "is a remote AR model", "Drafts need a local diffusion model.")
             return ResolvedModel(name=name, path=Path(name), entry=self.catalogue().get(name))
         model = self.resolve(name)
@@ -213,6 +234,8 @@ class ModelManager:
                 raise UnsupportedModel(path, "is a diffusion checkpoint", "Completions need an autoregressive GGUF.")
             inspect_checkpoint(path)
             return model
+        if role == "draft" and is_adapter(path):
+            require_diffusion(adapter_info(path))
         info = self.gguf_info(path)
         if role == "draft":
             check_diffusion_gguf(info)
@@ -288,7 +311,7 @@ class ModelManager:
         version of the source); the native file with full re-decoding where there is no twin or no room;
         for an adapter, its base with the adapter applied (a ModelFileError if the base is missing)."""
         if is_adapter(path):
-            return self._served_adapter(path, write)
+            return self._served_adapter(path, write, diffusion=True)
         info = inspect_gguf(path)
         if not info.is_llama_cpp_diffusion:
             return ServedFile(path, info.is_cacheable_diffusion, "")
@@ -313,10 +336,27 @@ class ModelManager:
             return ServedFile(path, False, f"{full}: its cacheable copy could not be written ({error})")
         return ServedFile(served, True, f"{cached}: {served}")
 
-    def _served_adapter(self, path: Path, write: bool) -> ServedFile:
-        """An adapter runs from its base merged with it (written once, a pass costs half what applying the
-        LoRA at load does), or else from the base with the LoRA applied at load."""
+    def served_ar(self, path: Path, *, write: bool = True) -> ServedFile:
+        """What an AR model runs from: the GGUF itself; for an AR adapter (sharpen-write), its base merged with
+        it, written into the data dir here if `write` (once per version of the adapter), or its base with the
+        adapter applied at load where the merge cannot be written. A diffusion adapter is refused."""
+        if not is_adapter(path):
+            return ServedFile(path, True, "")
+        return self._served_adapter(path, write, diffusion=False)
+
+    def _served_adapter(self, path: Path, write: bool, *, diffusion: bool) -> ServedFile:
+        """An adapter runs from its base merged with it (written once: a drafter's pass costs half what applying
+        the LoRA at load does; for an AR adapter, see AR_MERGED_QUANTIZATION), or else from the base with the
+        LoRA applied at load."""
         adapted = self.adapted(path)
+        if diffusion:
+            require_diffusion(adapted.adapter)
+        elif adapted.adapter.makes_diffusion:
+            raise UnsupportedModel(
+                path,
+                "is a diffusion adapter (it makes its base a drafter), not an autoregressive model",
+                "Use it for drafts (`sharpen config set models.draft PATH`).",
+            )
         merged, why = current_merge(adapted, self.adapters_dir), "its merged copy is written on first use"
         if merged is None and write:
             try:
@@ -327,7 +367,8 @@ class ModelManager:
             return ServedFile(
                 merged, True, f"{adapted.base.name} with the LoRA adapter {path.name} merged in: {merged}"
             )
-        note = f"{adapted.base.name} made bidirectional, with the LoRA adapter {path.name} applied at load; {why}"
+        made = " made bidirectional," if diffusion else ""
+        note = f"{adapted.base.name}{made} with the LoRA adapter {path.name} applied at load; {why}"
         return ServedFile(adapted.base, True, note, adapter=path)
 
     def require_fit(self, entry: CatalogueEntry, *, action: str, override: str) -> None:

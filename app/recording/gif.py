@@ -1,5 +1,6 @@
-"""A recording as a GIF: a frame a pass, drawn with PIL in a monospace font (DejaVu Sans Mono where the system
-has it, otherwise PIL's own scalable font, each character placed on the grid)."""
+"""A recording as a GIF: a picture a frame, drawn with PIL in a monospace font (DejaVu Sans Mono where the system
+has it, otherwise PIL's own scalable font, each character placed on the grid). A frame shown for less than a
+GIF can hold (20 ms: browsers slow shorter ones down) is left out, its time given to the frame before it."""
 
 from __future__ import annotations
 
@@ -9,14 +10,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeAlias
 
 from app.recording.frames import BACKGROUND, BOLD, COLOURS, Mark
-from app.recording.screens import STATUS_COLOUR, ExportOptions, screens
-from engines.diffusion.trace import Trace
+from app.recording.screens import STATUS_COLOUR, ExportOptions, Recording, Screen
 
 if TYPE_CHECKING:
     from PIL import Image, ImageDraw, ImageFont
 
 
 GIF_FONT_SIZE = 16
+# The shortest time a GIF shows a picture for as asked (browsers show shorter ones for 100 ms).
+SHORTEST_MS = 20
 GIF_PADDING = 8
 MONOSPACE_FONTS = ("DejaVuSansMono.ttf", "LiberationMono-Regular.ttf", "Menlo.ttc", "consola.ttf")
 MONOSPACE_BOLD_FONTS = ("DejaVuSansMono-Bold.ttf", "LiberationMono-Bold.ttf", "consolab.ttf")
@@ -50,15 +52,24 @@ def _rgb(colour: str) -> tuple[int, int, int]:
     return int(colour[1:3], 16), int(colour[3:5], 16), int(colour[5:7], 16)
 
 
-def gif_durations(count: int, options: ExportOptions) -> list[int]:
-    """Each frame's duration in milliseconds: one pass at `speed`, the last held `hold_s`."""
-    return [round(1000 / options.speed)] * (count - 1) + [round(options.hold_s * 1000)]
+def gif_pictures(recording: Recording) -> list[tuple[Screen, int]]:
+    """The screens a GIF shows, each with its duration in milliseconds (the last held to the recording's end); a
+    screen shown for less than SHORTEST_MS is left out, its time given to the one before it."""
+    times = [*recording.times, recording.length]
+    kept: list[tuple[Screen, float]] = []
+    for screen, start, end in zip(recording.screens, times, times[1:], strict=False):
+        duration = (end - start) * 1000
+        if kept and kept[-1][1] < SHORTEST_MS:
+            kept[-1] = (screen, kept[-1][1] + duration)  # the one before was too short to be seen: this replaces it
+        else:
+            kept.append((screen, duration))
+    return [(screen, round(duration)) for screen, duration in kept]
 
 
-def render_gif(trace: Trace, options: ExportOptions) -> bytes:
+def render_gif(recording: Recording, options: ExportOptions) -> bytes:
     from PIL import Image, ImageDraw
 
-    drawn = screens(trace, options)
+    pictures = gif_pictures(recording)
     regular, bold, monospace = gif_fonts()
     # A monospace font's own advance (characters of a run drawn together land on the grid); for PIL's own
     # (proportional) font, a monospace font's usual advance, each character centred on its cell.
@@ -69,7 +80,7 @@ def render_gif(trace: Trace, options: ExportOptions) -> bytes:
         2 * GIF_PADDING + options.height * line_height,
     )
     images: list[Image.Image] = []
-    for screen in drawn:
+    for screen, _ in pictures:
         image = Image.new("RGB", size, _rgb(BACKGROUND))
         draw = ImageDraw.Draw(image)
         for number, row in enumerate(screen.rows):
@@ -93,7 +104,7 @@ def render_gif(trace: Trace, options: ExportOptions) -> bytes:
         format="GIF",
         save_all=True,
         append_images=images[1:],
-        duration=gif_durations(len(images), options),
+        duration=[duration for _, duration in pictures],
         loop=0,
     )
     return out.getvalue()

@@ -1,15 +1,15 @@
-"""A refinement's frames (frames.py) laid out on a recording's grid of `width` columns and `height` rows: the text
-wrapped as the editor wraps it, the status line last, a text taller than the grid scrolled to keep each pass's
-commits in view; and when each frame is shown."""
+"""A draft's frames (frames.py) laid out on a recording's grid of `width` columns and `height` rows: the text
+wrapped as the editor wraps it, the status line last, a text taller than the grid scrolled to keep each step's
+new tokens in view; and when each frame is shown (a Recording, which cast.py, svg.py and gif.py write)."""
 
 from __future__ import annotations
 
 import itertools
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from app.recording.frames import DIM_FOREGROUND, Frame, Mark, frames
-from engines.diffusion.trace import Trace, TraceError
+from app.recording.frames import DIM_FOREGROUND, Frame, Mark, step_unit, trace_frames
+from engines.trace import Trace, TraceError
 
 DEFAULT_SPEED = 8.0
 DEFAULT_WIDTH, DEFAULT_HEIGHT = 80, 24
@@ -26,10 +26,12 @@ class ExportError(TraceError):
 
 @dataclass(frozen=True)
 class ExportOptions:
-    speed: float = DEFAULT_SPEED  # passes a second
+    # Steps a second (passes, or an AR draft's tokens); None: a diffusion draft at DEFAULT_SPEED passes a second,
+    # an AR draft as it was written (each token when it arrived).
+    speed: float | None = None
     width: int = DEFAULT_WIDTH  # columns
     height: int = DEFAULT_HEIGHT  # rows, the status line included
-    hold_s: float = HOLD_S  # how long the last pass stays before the recording ends (or loops)
+    hold_s: float = HOLD_S  # how long the last frame stays before the recording ends (or loops)
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,19 @@ class Screen:
 
     rows: tuple[tuple[Run, ...], ...]
     status: str
+    # Where each draft shown is, for a reader of the recording (the SVG's data- attributes): {"pass": "3"}.
+    steps: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Recording:
+    """Screens and when each starts, in seconds; the last is held to `length`."""
+
+    title: str
+    created: str
+    screens: list[Screen]
+    times: list[float]
+    length: float
 
 
 def _glyphs(text: str) -> list[tuple[str, int]]:
@@ -129,35 +144,70 @@ def _runs(row: list[Glyph]) -> tuple[Run, ...]:
     return tuple(runs)
 
 
-def screens(trace: Trace, options: ExportOptions) -> list[Screen]:
-    """Every pass laid out on the grid; a text taller than the grid scrolls to keep the pass's commits in view."""
-    drawn = frames(trace.passes)
-    if not drawn:
-        raise ExportError("the trace has no passes to export")
-    visible = max(options.height - 1, 1)
-    top = 0
-    result: list[Screen] = []
-    for frame in drawn:
-        rows = layout(frame, options.width)
+class Pane:
+    """Frames laid out one after another in `width` columns and `visible` rows: a text taller than that scrolls to
+    keep each step's new tokens in view, from where the frame before left it."""
+
+    def __init__(self, width: int, visible: int) -> None:
+        self.width = width
+        self.visible = max(visible, 1)
+        self.top = 0
+
+    def show(self, frame: Frame) -> tuple[tuple[tuple[Run, ...], ...], str]:
+        """The frame's rows in view, and which lines those are where the text does not fit (" · lines 3-24 of
+        30"; "" where it fits)."""
+        rows = layout(frame, self.width)
+        visible, top = self.visible, self.top
         fresh = [number for number, row in enumerate(rows) if any(mark.fresh for _, mark, _ in row)]
         if fresh and fresh[-1] >= top + visible:
             top = fresh[-1] - visible + 1
         if fresh and fresh[0] < top:
             top = fresh[0]
-        top = min(max(top, 0), max(len(rows) - visible, 0))
-        status = f"pass {frame.index + 1} of {len(drawn)} · {frame.elapsed_s:.2f} s"
-        if top > 0 or top + visible < len(rows):
-            status += f" · lines {top + 1}-{min(top + visible, len(rows))} of {len(rows)}"
-        result.append(Screen(tuple(_runs(row) for row in rows[top : top + visible]), status[: options.width]))
+        self.top = top = min(max(top, 0), max(len(rows) - visible, 0))
+        lines = f" · lines {top + 1}-{min(top + visible, len(rows))} of {len(rows)}" if len(rows) > visible else ""
+        return tuple(_runs(row) for row in rows[top : top + visible]), lines
+
+
+def screens(trace: Trace, options: ExportOptions) -> list[Screen]:
+    """Every step laid out on the grid; a text taller than the grid scrolls to keep the step's new tokens in view."""
+    drawn = trace_frames(trace)
+    if not drawn:
+        raise ExportError(f"the trace has no {step_unit(trace)} to export")
+    pane = Pane(options.width, options.height - 1)
+    step = "token" if trace.engine == "ar" else "pass"
+    result: list[Screen] = []
+    for number, frame in enumerate(drawn, start=1):
+        rows, lines = pane.show(frame)
+        status = f"{frame.step} · {frame.elapsed_s:.2f} s{lines}"
+        result.append(Screen(rows, status[: options.width], {step: str(number)}))
     return result
 
 
+def recording(trace: Trace, options: ExportOptions) -> Recording:
+    """The trace's recording: at `options.speed` steps a second, or at its own pace (see ExportOptions)."""
+    laid_out = screens(trace, options)
+    if options.speed is None and trace.engine == "ar":
+        times, length = real_times([token.elapsed_s for token in trace.tokens], options)
+    else:
+        times, length = frame_times(len(laid_out), options)
+    return Recording(title(trace), trace.header.created, laid_out, times, length)
+
+
 def frame_times(count: int, options: ExportOptions) -> tuple[list[float], float]:
-    """When each frame starts, in seconds, and the recording's length (the last frame held `hold_s`)."""
-    times = [index / options.speed for index in range(count)]
+    """When each frame starts at `options.speed` frames a second (DEFAULT_SPEED where it is None), in seconds,
+    and the recording's length (the last frame held `hold_s`)."""
+    speed = options.speed or DEFAULT_SPEED
+    times = [index / speed for index in range(count)]
+    return times, times[-1] + options.hold_s
+
+
+def real_times(elapsed: list[float], options: ExportOptions) -> tuple[list[float], float]:
+    """Frames shown when they happened (the first from the start), and the recording's length."""
+    times = [0.0, *elapsed[1:]]
     return times, times[-1] + options.hold_s
 
 
 def title(trace: Trace) -> str:
     header = trace.header
-    return f"Sharpen: {header.kind} by {header.model} · {header.canvas_length} tokens · {header.prompt[:60]!r}"
+    engine = " (AR, token by token)" if trace.engine == "ar" else ""
+    return f"Sharpen: {header.kind} by {header.model}{engine} · {header.canvas_length} tokens · {header.prompt[:60]!r}"

@@ -6,8 +6,7 @@ from __future__ import annotations
 from xml.sax.saxutils import escape
 
 from app.recording.frames import BACKGROUND, BOLD, COLOURS, Mark
-from app.recording.screens import STATUS_COLOUR, ExportOptions, frame_times, screens, title
-from engines.diffusion.trace import Trace
+from app.recording.screens import STATUS_COLOUR, ExportOptions, Recording
 
 FONT_SIZE = 14
 CELL_WIDTH = FONT_SIZE * 0.6  # a monospace font's advance
@@ -15,7 +14,15 @@ LINE_HEIGHT = FONT_SIZE * 1.25
 PADDING = 10
 FONT_FAMILY = "'DejaVu Sans Mono', 'Menlo', 'Consolas', 'Liberation Mono', monospace"
 # The class each mark is drawn with in the SVG.
-SVG_CLASSES = {Mark.MASKED: "m", Mark.LOW: "l", Mark.MEDIUM: "o", Mark.HIGH: "h", Mark.SETTLED: "s"}
+SVG_CLASSES = {
+    Mark.MASKED: "m",
+    Mark.LOW: "l",
+    Mark.MEDIUM: "o",
+    Mark.HIGH: "h",
+    Mark.SETTLED: "s",
+    Mark.WRITTEN: "w",
+    Mark.LABEL: "lb",
+}
 STATUS_CLASS = "st"
 
 
@@ -27,9 +34,8 @@ def _percent(value: float) -> str:
     return f"{value:.4f}".rstrip("0").rstrip(".") + "%"
 
 
-def render_svg(trace: Trace, options: ExportOptions) -> bytes:
-    drawn = screens(trace, options)
-    times, length = frame_times(len(drawn), options)
+def render_svg(recording: Recording, options: ExportOptions) -> bytes:
+    drawn, times, length = recording.screens, recording.times, recording.length
     width = 2 * PADDING + options.width * CELL_WIDTH
     height = 2 * PADDING + options.height * LINE_HEIGHT
     css = [
@@ -58,13 +64,14 @@ def render_svg(trace: Trace, options: ExportOptions) -> bytes:
     parts = [
         '<svg xmlns="http://www.w3.org/2000/svg" xml:space="preserve" '
         f'width="{_number(width)}" height="{_number(height)}" viewBox="0 0 {_number(width)} {_number(height)}">',
-        f"<title>{escape(title(trace))}</title>",
+        f"<title>{escape(recording.title)}</title>",
         f"<style>{''.join(css)}</style>",
         f'<rect width="100%" height="100%" rx="6" fill="{BACKGROUND}"/>',
     ]
     for index, screen in enumerate(drawn):
         last = " last" if index + 1 == len(drawn) else ""
-        parts.append(f'<g class="frame f{index}{last}" data-pass="{index + 1}">')
+        where = "".join(f' data-{name}="{escape(value)}"' for name, value in screen.steps.items())
+        parts.append(f'<g class="frame f{index}{last}"{where}>')
         for number, row in enumerate(screen.rows):
             y = _number(PADDING + number * LINE_HEIGHT + FONT_SIZE)
             for run in row:

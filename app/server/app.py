@@ -36,6 +36,7 @@ from app.server.shapes import (
     sharpen_field,
 )
 from app.service import SharpenService
+from app.storage.config import ServerSection
 from engines.events import Done, Event, Pass
 from router.cost import estimate_ar
 from router.request import ENGINES, EngineName
@@ -52,8 +53,8 @@ DONE_MARKER = "[DONE]"
 class ServerOptions:
     # None: no key is asked for (loopback only; the CLI refuses other addresses without one).
     api_key: str | None = None
-    # Requests each engine keeps waiting behind the one it runs.
-    queue: int = 4
+    # Requests each engine keeps waiting behind the one it runs (the default: server.queue's).
+    queue: int = ServerSection().queue
 
 
 class _ApiKey:
@@ -102,6 +103,8 @@ class SharpenServer:
             return api_error_for(error).response()
         entries: list[tuple[str, str, EngineName | None]] = [(ROUTED, "router", None)]
         entries.append((configured.complete, "complete", "ar"))
+        if self.service.engines.writing_model != configured.complete:
+            entries.append((self.service.engines.writing_model, "write", "ar"))
         if configured.draft.strip():
             entries.append((configured.draft, "draft", "diffusion"))
         data = [

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from starlette.responses import JSONResponse
 
+from app.domain.option_engines import OptionConflict
 from app.errors import RoutingError
 from app.orchestration.engine_registry import NoDraftModel
 from app.storage.config import ConfigError
@@ -57,7 +58,7 @@ def api_error_for(error: Exception) -> ApiError:
         return error
     if isinstance(error, PromptTooLongError):
         return bad_request(str(error), code="context_length_exceeded")
-    if isinstance(error, InvalidRequestError | EmptyPromptError | ConfigError | RoutingError):
+    if isinstance(error, InvalidRequestError | EmptyPromptError | ConfigError | RoutingError | OptionConflict):
         return bad_request(str(error))
     if isinstance(error, NoDraftModel):
         return ApiError(400, str(error), code="model_not_found")

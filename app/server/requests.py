@@ -3,13 +3,15 @@ CLI make for the same intent, and gets a Reply back."""
 
 from __future__ import annotations
 
+import functools
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from app.domain.draft_request import DraftRequest
+from app.domain.option_engines import pinned
 from app.domain.reply import Reply
 from app.server.errors import ApiError, bad_request, invalid_unicode
 from app.service import SharpenService
@@ -26,6 +28,11 @@ ROUTED = "sharpen"
 MAX_STOPS = 4
 DRAFT_OPTIONS = frozenset(item.name for item in options(DiffusionSettings))
 ROUTING_OPTIONS = {"engine": ENGINES, "policy": POLICIES, "quality": QUALITIES}
+# OpenAI's own fields for draft options (a `sharpen` field may give them too).
+SAMPLING = ("temperature", "top_p", "seed")
+# The draft options a body has no field for: the chat template is always used, and a draft's trace comes
+# with /v1/sharpen/drafts.
+NO_FIELD = frozenset({"chat", "record_trace"})
 
 
 @dataclass
@@ -105,10 +112,21 @@ def _single_choice(body: Mapping[str, Any]) -> None:
         raise bad_request("n must be 1: Sharpen writes one choice per request", param="n")
 
 
+def field_name(option: str, engine_from: str = "sharpen.engine") -> str:
+    """A draft option as a request body names it ("" for none); `engine_from` is what asked for the engine."""
+    if option == "engine":
+        return engine_from
+    if option in NO_FIELD:
+        return ""
+    if option == "tokens":
+        return "max_tokens"
+    return option if option in SAMPLING else f"sharpen.{option}"
+
+
 def _sampling(body: Mapping[str, Any]) -> dict[str, Any]:
     """OpenAI's sampling fields as draft options (the names are DiffusionSettings' own)."""
     chosen: dict[str, Any] = {}
-    for key in ("temperature", "top_p", "seed"):
+    for key in SAMPLING:
         if body.get(key) is not None:
             chosen[key] = _checked_option(key, body[key], key)
     return chosen
@@ -129,9 +147,17 @@ class SharpenOptions:
     policy: Any = None
     quality: Any = None
     overrides: dict[str, Any] = field(default_factory=dict)
+    # What asked for the engine ("sharpen.engine", the model), as the messages about the options name it.
+    engine_from: str = "sharpen.engine"
+
+    @property
+    def spelling(self) -> Callable[[str], str]:
+        return functools.partial(field_name, engine_from=self.engine_from)
 
 
-def _sharpen_options(body: Mapping[str, Any], engine: EngineName | None) -> SharpenOptions:
+def _sharpen_options(body: Mapping[str, Any], engine: EngineName | None, engine_from: str = "") -> SharpenOptions:
+    """The body's `sharpen` field; `engine` is what the request asks for otherwise (its model), and
+    `engine_from` names that."""
     extra = _get(body, "sharpen", dict, {})
     unknown = sorted(set(extra) - DRAFT_OPTIONS - set(ROUTING_OPTIONS))
     if unknown:
@@ -145,8 +171,14 @@ def _sharpen_options(body: Mapping[str, Any], engine: EngineName | None) -> Shar
         for name, value in extra.items()
         if name in DRAFT_OPTIONS and value is not None
     }
-    chosen_engine = extra.get("engine") or engine
-    return SharpenOptions(chosen_engine, extra.get("policy"), extra.get("quality"), overrides)
+    if extra.get("engine"):
+        engine, engine_from = extra["engine"], "sharpen.engine"
+    return SharpenOptions(engine, extra.get("policy"), extra.get("quality"), overrides, engine_from)
+
+
+def _model_engine(service: SharpenService, body: Mapping[str, Any]) -> tuple[EngineName | None, str]:
+    """The engine the body's model asks for (None to route), and the model as messages name it."""
+    return engine_for_model(service, body.get("model")), f"model {body.get('model')!r}"
 
 
 def engine_for_model(service: SharpenService, model: Any) -> EngineName | None:
@@ -210,26 +242,28 @@ def chat_call(service: SharpenService, body: Mapping[str, Any]) -> Call:
     _single_choice(body)
     turns = _messages(body)
     stream, include_usage = _stream_options(body)
-    chosen = _sharpen_options(body, engine_for_model(service, body.get("model")))
+    chosen = _sharpen_options(body, *_model_engine(service, body))
     tokens = _tokens(body, ("max_completion_tokens", "max_tokens"), service.config.chat.max_tokens)
     stop = _stops(body)
     sampling = _sampling(body)
     cancel = CancelToken()
+    request = DraftRequest(
+        "draft",
+        turns[-1]["content"],
+        tokens=tokens,
+        overrides=sampling | chosen.overrides,
+        engine=chosen.engine,
+        policy=chosen.policy,
+        quality=chosen.quality,
+        history=tuple(turns[:-1]),
+        stop=stop,
+        spelling=chosen.spelling,
+    )
     conversation = any(turn["role"] == "assistant" for turn in turns)
-    if conversation and chosen.engine != "diffusion":
+    # A draft option only diffusion reads makes even a conversation a diffusion draft of it.
+    if conversation and pinned(request).engine != "diffusion":
         reply = service.chat(turns, max_tokens=tokens, stop=stop, cancel=cancel, **sampling)
     else:
-        request = DraftRequest(
-            "draft",
-            turns[-1]["content"],
-            tokens=tokens,
-            overrides=sampling | chosen.overrides,
-            engine=chosen.engine,
-            policy=chosen.policy,
-            quality=chosen.quality,
-            history=tuple(turns[:-1]),
-            stop=stop,
-        )
         reply = service.draft(request, cancel=cancel)
     return Call(reply, cancel, stream, include_usage, stop)
 
@@ -248,26 +282,28 @@ def completion_call(service: SharpenService, body: Mapping[str, Any]) -> Call:
         raise bad_request("prompt must be a string (one prompt per request)", param="prompt")
     suffix = _get(body, "suffix", str, "")
     stream, include_usage = _stream_options(body)
-    chosen = _sharpen_options(body, engine_for_model(service, body.get("model")))
+    chosen = _sharpen_options(body, *_model_engine(service, body))
     # OpenAI's default for completions.
     tokens = _tokens(body, ("max_tokens",), 16)
     stop = _stops(body)
     sampling = _sampling(body)
     cancel = CancelToken()
-    if not suffix and chosen.engine != "diffusion":
+    request = DraftRequest(
+        "infill",
+        before=prompt,
+        after=suffix,
+        tokens=tokens,
+        overrides=sampling | chosen.overrides,
+        engine=chosen.engine,
+        policy=chosen.policy,
+        quality=chosen.quality,
+        stop=stop,
+        spelling=chosen.spelling,
+    )
+    # A draft option only diffusion reads makes even a plain continuation a diffusion draft of it.
+    if not suffix and pinned(request).engine != "diffusion":
         reply = service.complete(prompt, max_tokens=tokens, stop=stop, cancel=cancel, trim="error", **sampling)
     else:
-        request = DraftRequest(
-            "infill",
-            before=prompt,
-            after=suffix,
-            tokens=tokens,
-            overrides=sampling | chosen.overrides,
-            engine=chosen.engine,
-            policy=chosen.policy,
-            quality=chosen.quality,
-            stop=stop,
-        )
         reply = service.draft(request, cancel=cancel)
     return Call(reply, cancel, stream, include_usage, stop)
 
@@ -290,7 +326,7 @@ def infill_call(service: SharpenService, body: Mapping[str, Any]) -> Call:
     fields = body.get("response_fields")
     if fields is not None and (not isinstance(fields, list) or not all(isinstance(f, str) for f in fields)):
         raise bad_request("response_fields must be a list of strings", param="response_fields")
-    chosen = _sharpen_options(body, "ar" if warm_up else None)
+    chosen = _sharpen_options(body, "ar" if warm_up else None, "n_predict 0 (a warm-up of the AR engine)")
     cancel = CancelToken()
     request = DraftRequest(
         "infill",
@@ -302,6 +338,7 @@ def infill_call(service: SharpenService, body: Mapping[str, Any]) -> Call:
         policy=chosen.policy,
         quality=chosen.quality,
         stop=stop,
+        spelling=chosen.spelling,
     )
     stream = bool(_get(body, "stream", bool, False)) and not warm_up
     chosen_fields = tuple(fields) if fields is not None else None
@@ -326,6 +363,7 @@ def draft_call(service: SharpenService, body: Mapping[str, Any]) -> Call:
         "policy": chosen.policy,
         "quality": chosen.quality,
         "stop": stop,
+        "spelling": chosen.spelling,
     }
     if "before" in body or "after" in body:
         if _get(body, "instruction", str, "").strip() and not _get(body, "selection", str, "").strip():

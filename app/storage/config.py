@@ -40,6 +40,12 @@ class ModelsSection:
         "model for autocomplete and short instructions: a catalogue name or a .gguf path",
         not_empty,
     )
+    write: str = option(
+        "",
+        "model for drafts, rewrites and chat replies through the AR engine (ghost text keeps models.complete): a "
+        "catalogue name (an AR model, or a LoRA adapter for one such as sharpen-write), a .gguf path or an "
+        "openai: source; empty means the complete model answers drafts, rewrites and chat",
+    )
     draft: str = option(
         "sharpen-draft",
         "diffusion model for drafts and rewrites: a catalogue name, a .gguf path or a checkpoint folder; "
@@ -120,14 +126,22 @@ class RouterSection:
         "AR's, by more than this (the catalogue's drafts_repeats)",
         between(0.0, 1.0),
     )
+    faithful_margin: float = option(
+        0.1,
+        "under measured, drafts go to AR when the draft model's drafts into a document state a smaller share "
+        "of the facts asked than AR's, or turn around a larger share of the stances asked, by more than this "
+        "(the catalogue's drafts_facts and drafts_flips)",
+        between(0.0, 1.0),
+    )
 
 
 @dataclass(frozen=True)
 class ServerSection:
     host: str = option("127.0.0.1", "address `sharpen serve` listens on; any but loopback needs an API key", not_empty)
     port: int = option(8765, "port `sharpen serve` listens on", between(1, 65535))
+    # Made for scripts: a batch of drafts sent at once waits its turn (a 429 only beyond it); Ollama queues 512.
     queue: int = option(
-        4, "requests each engine keeps waiting behind the one it runs; more are answered 429", between(0, 1024)
+        64, "requests each engine keeps waiting behind the one it runs; more are answered 429", between(0, 1024)
     )
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from app.domain.reply import Reply
-from engines.diffusion.trace import Trace, TraceError, parse_trace
+from engines.trace import Trace, TraceError, parse_trace
 
 SCHEMA_VERSION = 1
 # Drafts kept per document, and bytes kept in all (text and compressed traces), before the oldest go.
@@ -63,7 +63,8 @@ class PastDraft:
     route: dict[str, Any]
     settings: dict[str, Any]
     text: str
-    # The trace as kept: zlib-compressed JSON Lines (None for an AR draft, or not loaded: see has_trace).
+    # The trace as kept: zlib-compressed JSON Lines (None for a draft kept without one, as AR drafts were before
+    # trace version 2, or not loaded: see has_trace).
     packed_trace: bytes | None = None
     has_trace: bool = False
 
@@ -81,7 +82,8 @@ class PastDraft:
         return f"{self.local_time}  {self.engine:<9}  {asked[:40]}  “{preview}”"
 
     def trace(self) -> Trace | None:
-        """The refinement trace of a diffusion draft (None for AR, or a trace that no longer reads)."""
+        """How the draft was written: a diffusion draft's passes or an AR draft's tokens (None for a draft kept
+        without a trace, or a trace that no longer reads)."""
         if self.packed_trace is None:
             return None
         try:

@@ -78,6 +78,13 @@ KEYS: tuple[KeyDeclaration, ...] = (
         "draft another candidate of the same request (a new seed)",
         _app("another_candidate", "Another candidate"),
     ),
+    # The editor binds ctrl+e to the end of the line: with no draft in the panel the key is handed on to it.
+    KeyDeclaration(
+        "other_engine",
+        "ctrl+e",
+        "ask the other engine for the same draft",
+        _app("other_engine", "Other engine"),
+    ),
     KeyDeclaration(
         "previous_candidate",
         "ctrl+pageup",
@@ -94,7 +101,7 @@ KEYS: tuple[KeyDeclaration, ...] = (
     KeyDeclaration(
         "playback",
         "f5",
-        "play back the last draft's refinement",
+        "play back the last draft as it was written",
         _app("playback", "Playback", show_in_footer=True),
     ),
     KeyDeclaration("save", "ctrl+s", "save the document", _app("save", "Save", show_in_footer=True)),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.storage.atomic import write_atomic
-from engines.diffusion.trace import Trace, TraceError
+from engines.trace import Trace, TraceError
 
 
 def save_trace(trace: Trace, path: Path) -> None:

@@ -18,6 +18,10 @@ ALGORITHMS: tuple[Algorithm, ...] = typing.get_args(Algorithm)
 SCHEDULES: tuple[Schedule, ...] = typing.get_args(Schedule)
 EOS_RULES: tuple[EosRule, ...] = typing.get_args(EosRule)
 SAMPLERS: tuple[Sampler, ...] = typing.get_args(Sampler)
+# Which engines read an option a draft sets (`read_by`): the AR drafter takes a draft's temperature, top_p and
+# seed (app/orchestration/drafters.py), and nothing else of these.
+DIFFUSION_ONLY = ("diffusion",)
+BOTH_ENGINES = ("ar", "diffusion")
 
 
 @dataclass(frozen=True)
@@ -45,28 +49,39 @@ class DiffusionSettings:
     """
 
     # In the order traces and `--json` have always listed them.
-    steps: int = option(64, "refinement passes K for fixed-step decoding", at_least(1), metavar="K")
-    schedule: Schedule = option("blocks", "blocks (LLaDA, semi-autoregressive) or timestep (Dream)")
-    block_length: int = option(32, "block length for the blocks schedule", at_least(1), metavar="B")
+    steps: int = option(
+        64, "refinement passes K for fixed-step decoding", at_least(1), metavar="K", read_by=DIFFUSION_ONLY
+    )
+    schedule: Schedule = option(
+        "blocks", "blocks (LLaDA, semi-autoregressive) or timestep (Dream)", read_by=DIFFUSION_ONLY
+    )
+    block_length: int = option(
+        32, "block length for the blocks schedule", at_least(1), metavar="B", read_by=DIFFUSION_ONLY
+    )
     eps: float = 1e-3
-    algorithm: Algorithm = option("confidence", "which masked positions to commit first")
+    algorithm: Algorithm = option("confidence", "which masked positions to commit first", read_by=DIFFUSION_ONLY)
     threshold: float | None = option(
         None,
         "commit every position at least this confident per pass; 0 is off",
         between(0.0, 1.0),
         off=0.0,
         metavar="T",
+        read_by=DIFFUSION_ONLY,
     )
-    temperature: float = option(0.0, "sampling temperature; 0 is greedy", between(0.0, 2.0))
-    top_k: int = option(0, "sample among the k most likely tokens; 0 is off", at_least(0))
-    top_p: float = option(1.0, "sample within this probability mass; 1 is off", between(0.01, 1.0))
-    seed: int = option(0, "random seed; the same seed repeats a draft exactly", at_least(0))
+    temperature: float = option(0.0, "sampling temperature; 0 is greedy", between(0.0, 2.0), read_by=BOTH_ENGINES)
+    top_k: int = option(0, "sample among the k most likely tokens; 0 is off", at_least(0), read_by=DIFFUSION_ONLY)
+    top_p: float = option(
+        1.0, "sample within this probability mass; 1 is off", between(0.01, 1.0), read_by=BOTH_ENGINES
+    )
+    seed: int = option(0, "random seed; the same seed repeats a draft exactly", at_least(0), read_by=BOTH_ENGINES)
     # Where end-of-text may be committed. "free": like any token (LLaDA's reference). "last": ranked after
     # every other proposal. "in_order": only at the first masked position, so the draft ends where its
     # text has reached: a model that is surest of the padding at the canvas's end cannot commit it
     # there first and let it spread leftwards over the whole draft.
     eos: EosRule = option(
-        "in_order", "where end-of-text may settle: in_order (only where the text has reached), free, or last"
+        "in_order",
+        "where end-of-text may settle: in_order (only where the text has reached), free, or last",
+        read_by=DIFFUSION_ONLY,
     )
     # With a fixed pass budget, a pass commits no two positions within `spacing` of each other unless too
     # few far-apart masked positions remain (0: off, LLaDA's reference). Positions filled in the same pass
@@ -78,6 +93,7 @@ class DiffusionSettings:
         "with fixed steps, a pass settles no two positions this close unless too few far-apart masks remain; 0 is off",
         between(0, 64),
         metavar="D",
+        read_by=DIFFUSION_ONLY,
     )
     # Positions filled in parallel, or by a model unsure of itself, repeat what the draft already says ("the
     # beauty of the beauty of"); engines/repeats.py takes such tokens out of a pass's proposals.
@@ -86,13 +102,14 @@ class DiffusionSettings:
         "a pass never proposes a token that would repeat a run of this many tokens already in the draft; 0 is off",
         between(0, 16),
         metavar="N",
+        read_by=DIFFUSION_ONLY,
     )
     # Neighbours settled in one pass are guessed independently and often take the same word ("the lesson
     # lesson plan"): engines/diffusion/doubled_words.py gives such a position its next likeliest token.
     # Off by default: on sharpen-draft it trades the loops for runs of dashes and commas
     # (docs/embedded-model.md), as the n-gram rule trades them for stutters.
     no_doubled_words: bool = option(
-        False, 'a pass never settles a word beside the same word ("the the"); false allows it'
+        False, 'a pass never settles a word beside the same word ("the the"); false allows it', read_by=DIFFUSION_ONLY
     )
     # Drafters that run out of text pad with newlines and lone brackets ("[\n\n[\n\n["):
     # engines/diffusion/blank_lines.py keeps a pass from settling a token that makes the run too long.
@@ -101,6 +118,7 @@ class DiffusionSettings:
         "a pass never settles a token that makes more than this many empty or one-character lines in a row; 0 is off",
         between(0, 16),
         metavar="N",
+        read_by=DIFFUSION_ONLY,
     )
     # Stop as soon as the settled text reaches an end-of-text token (LLaDA's reference code always
     # runs every step instead; benchmarks that measure a fixed amount of work turn this off).
@@ -110,8 +128,15 @@ class DiffusionSettings:
         "whose decoding loop: sharpen (Sharpen's: schedule, algorithm, eos, spacing, no_doubled_words and "
         "blank_lines apply), or the authors' for block-causal models, which ignore those: sdar (SDAR's "
         "generate) or fast_dllm_v2 (Fast-dLLM v2's)",
+        read_by=DIFFUSION_ONLY,
     )
-    sub_block: int = option(8, "fast_dllm_v2: the sub-blocks a block is refined in, in turn", at_least(1), metavar="S")
+    sub_block: int = option(
+        8,
+        "fast_dllm_v2: the sub-blocks a block is refined in, in turn",
+        at_least(1),
+        metavar="S",
+        read_by=DIFFUSION_ONLY,
+    )
 
     @classmethod
     def reference(cls, **changes: Any) -> DiffusionSettings:

@@ -131,9 +131,12 @@ def test_unwritable_config_dir(
 def test_models_lists_the_embedded_model(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["models", "--json"]) == 0
     entries = {entry["name"]: entry for entry in json.loads(capsys.readouterr().out)}
+    # models.write is empty: the complete model writes too.
     assert entries["smollm2-135m-instruct"]["present"] and entries["smollm2-135m-instruct"]["in_use_for"] == [
-        "complete"
+        "complete",
+        "write",
     ]
+    assert entries["sharpen-write"]["role"] == "write" and entries["sharpen-write"]["in_use_for"] == []
     assert entries["sharpen-draft"]["present"] and entries["sharpen-draft"]["in_use_for"] == ["draft"]
 
 

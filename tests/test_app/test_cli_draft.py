@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from engines.diffusion.trace import load_trace
+from engines.trace import load_trace
 
 
 @pytest.fixture
@@ -197,3 +197,55 @@ def test_infill_with_an_instruction_rewrites_the_selection(
     assert payload["engine"] == "diffusion" and payload["tokens"]["canvas"] == 32
     assert main([*args, "--instruction", "more formal"]) == 2
     assert "--instruction rewrites a text: give it with --selection TEXT" in capsys.readouterr().err
+
+
+# Under 30 tokens a draft is short: the router sends it to AR whatever the policy.
+SHORT = ["--tokens", "16"]
+
+
+def test_an_option_only_diffusion_reads_drafts_with_diffusion_and_says_so(
+    draft_model: Path, embedded_model_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["draft", "Write a short thank-you note.", *SHORT, "--seed", "1"]) == 0
+    assert "sharpen: AR: 16 tokens is short" in capsys.readouterr().err, "an option both engines read pins nothing"
+    trace = tmp_path / "t.jsonl"
+    assert main(["draft", "Write a short thank-you note.", *SHORT, "--threshold", "0.9", "--trace", str(trace)]) == 0
+    _out, err = capsys.readouterr()
+    assert "sharpen: diffusion: --threshold is read only by the diffusion engine" in err
+    assert load_trace(trace).header.settings["threshold"] == 0.9
+    assert main(["infill", "--before", "Dear Sam,", "--after", "Ana", *SHORT, "--steps", "4"]) == 0
+    _out, err = capsys.readouterr()
+    assert "sharpen: diffusion: --steps is read only by the diffusion engine;" in err and "in 4 passes" in err
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            ["--threshold", "0.9"],
+            "--engine asks for the AR engine, but --threshold is read only by the diffusion engine",
+        ),
+        (["--trace", "t.jsonl", "--no-repeat-ngram", "3"], "but --no-repeat-ngram is read only by the"),
+    ],
+)
+def test_an_option_that_contradicts_the_engine_asked_for_is_one_error_line(
+    draft_model: Path,
+    flags: list[str],
+    message: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["draft", "Write a short thank-you note.", "--engine", "ar", *flags]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("sharpen: error: ") and message in err and err.count("\n") == 1
+    assert not Path("t.jsonl").exists()
+
+
+def test_the_help_says_which_flags_only_diffusion_reads(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["draft", "--help"]) == 0
+    help = " ".join(capsys.readouterr().out.split())
+    assert "0 is off (read only by the diffusion engine; config: diffusion.top_k)" in help
+    assert "--trace FILE save the draft's trace to FILE (JSON Lines)" in help
+    assert "the same seed repeats a draft exactly (config: diffusion.seed)" in help

@@ -89,7 +89,7 @@ def test_draft_reports_the_route_reason(tiny_cacheable_path: Path, capsys: pytes
     capsys.readouterr()
     assert main(["draft", "Write a note.", "--tokens", "40", "--quality", "fast"]) == 0
     err = capsys.readouterr().err
-    assert "sharpen: diffusion: diffusion estimated faster" in err and "its drafts are not measured" in err
+    assert "sharpen: diffusion: --quality is read only by the diffusion engine" in err
     assert "40 tokens in 5 passes" in err  # K = N/8 for "fast"
 
 

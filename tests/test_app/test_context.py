@@ -3,11 +3,13 @@ and, on the real embedded model, a draft that reads the document and one that do
 
 from __future__ import annotations
 
-from app.domain.context import fit_context, suggested_rewrite_tokens
+from app.domain.context import continued_reply, fit_context, suggested_rewrite_tokens
 from app.domain.draft_request import DraftRequest
+from app.orchestration.drafters import _after_held_back
 from app.service import SharpenService
 from app.storage.config import Config
 from app.storage.paths import sharpen_paths
+from engines.events import Done, Event, GenerationStats, Token
 from router.request import approximate_tokens
 
 
@@ -63,19 +65,48 @@ EMAIL = (
 )
 
 
-def test_an_ar_draft_reads_the_document_around_the_cursor(sharpen_home: object) -> None:
-    """The real embedded AR model, greedy: with the email being answered, the reply names its sender or its
-    day; from the instruction alone it cannot."""
+def test_an_ar_draft_goes_on_from_the_document_around_the_cursor(sharpen_home: object) -> None:
+    """The real embedded AR model: the document up to the cursor is the start of its reply (read whole, in the
+    prompt), the text after the cursor is in the request, and the reply does not repeat the blank line the
+    document already ends with."""
     service = SharpenService(Config(), sharpen_paths())
     instruction = "Write a short reply declining the invitation politely."
     in_document = service.draft(
         DraftRequest("draft", instruction, before=EMAIL, after="\n\nBest,\nSam", tokens=48, engine="ar")
     )
     alone = service.draft(DraftRequest("draft", instruction, tokens=48, engine="ar"))
-    assert any(name in in_document.text() for name in ("Priya", "Wednesday"))
-    assert not any(name in alone.text() for name in ("Priya", "Wednesday"))
+    text = in_document.text()
+    alone.text()
+    engine = service.engines.ar()
+    document_tokens = engine.count_tokens(EMAIL.rstrip()) + engine.count_tokens("Best,\nSam")
+    assert in_document.done is not None and alone.done is not None
+    assert in_document.done.stats.prompt_tokens >= alone.done.stats.prompt_tokens + document_tokens
+    assert text.strip() and not text.startswith("\n\n")
     assert in_document.context is not None and in_document.context.complete
     assert alone.context is None
+
+
+def test_a_reply_less_the_white_space_the_document_holds() -> None:
+    """The document's closing white space is left for the model to write; the draft is what follows it."""
+    stats = GenerationStats(prompt_tokens=1, reused_tokens=0, trimmed_tokens=0, generated_tokens=3,
+                            time_to_first_token_s=None, total_s=0.1, finish_reason="eos")  # fmt: skip
+    streamed: list[Event] = [Token("\n", 1, 0), Token("\nDear", 2, 1), Token(" Sam", 3, 2), Done("\n\nDear Sam", stats)]
+    assert [text_of(e) for e in _after_held_back(iter(streamed), "\n\n")] == ["Dear", " Sam", "Dear Sam"]
+    other: list[Event] = [Token(" Hi", 1, 0), Done(" Hi", stats)]
+    assert [text_of(e) for e in _after_held_back(iter(other), "\n\n")] == [" Hi", " Hi"]
+
+
+def text_of(event: Event) -> str:
+    assert isinstance(event, Token | Done)
+    return event.text
+
+
+def test_a_continued_reply_gives_the_text_after_the_cursor_in_the_request() -> None:
+    laid_out = continued_reply("Decline politely.", "Hi Priya,\n\nThanks for the invite. ", "\n\nBest,\nSam\n")
+    assert laid_out.reply_start == "Hi Priya,\n\nThanks for the invite."
+    assert laid_out.held_back == " "
+    assert laid_out.request.startswith("Decline politely.") and laid_out.request.endswith("Best,\nSam)")
+    assert continued_reply("Decline politely.", "Hi,", "  \n").request == "Decline politely."
 
 
 def test_the_router_counts_the_document_and_says_so(sharpen_home: object) -> None:

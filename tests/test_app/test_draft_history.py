@@ -5,20 +5,22 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import zlib
 from pathlib import Path
 
 from app.domain.job import Job, Opened
 from app.domain.reply import Reply
 from app.storage.draft_history import DraftHistory
-from engines.events import Done, GenerationStats
+from engines.events import Done, Event, GenerationStats, Token
 from engines.llama_ar import LlamaAREngine
 from router.request import Route
 
 
-def finished(ar_engine: LlamaAREngine, text: str) -> Reply:
-    """A finished AR reply (the engine only names the model: the events are given)."""
+def finished(ar_engine: LlamaAREngine, text: str, tokens: tuple[str, ...] = ()) -> Reply:
+    """A finished AR reply (the engine only names the model: the events are given), its `tokens` streamed first."""
     done = Done(text, GenerationStats(3, 0, 0, 2, 0.01, 0.02, "eos"))
-    job = Job(2, lambda: Opened(iter([done]), ar_engine))
+    events: list[Event] = [*(Token(piece, 100 + index, index) for index, piece in enumerate(tokens)), done]
+    job = Job(2, lambda: Opened(iter(events), ar_engine))
     reply = Reply(Route("ar", "smollm2-135m-instruct", 2), job, kind="draft")
     reply.text()
     return reply
@@ -69,3 +71,54 @@ def test_a_document_whose_name_is_not_utf8_keeps_its_drafts(tmp_path: Path, ar_e
     letter = Path(os.fsdecode(bytes(tmp_path) + b"/caf\xe9.txt"))  # the name holds a lone surrogate
     assert history.add(letter, finished(ar_engine, "a reply"), "ask") is not None
     assert [past.text for past in history.drafts(letter)] == ["a reply"] and not history.warning
+
+
+def test_an_ar_draft_keeps_its_tokens_for_playback(tmp_path: Path, ar_engine: LlamaAREngine) -> None:
+    history = DraftHistory(tmp_path / "drafts.sqlite3")
+    history.add(None, finished(ar_engine, "Hi Sam", ("Hi", " Sam")), "greet Sam")
+    (past,) = history.drafts(None)
+    assert past.has_trace
+    trace = history.with_trace(past).trace()
+    assert trace is not None and trace.engine == "ar" and trace.header.model == "smollm2-135m-instruct"
+    assert [(t.index, t.text) for t in trace.tokens] == [(0, "Hi"), (1, " Sam")]
+    assert trace.tokens[0].elapsed_s <= trace.tokens[1].elapsed_s
+
+
+# The table as Sharpen wrote it before AR drafts had traces (schema 1, unchanged), with a diffusion draft's
+# trace in trace version 1.
+OLD_SCHEMA = """
+CREATE TABLE drafts (id INTEGER PRIMARY KEY AUTOINCREMENT, document TEXT NOT NULL, created TEXT NOT NULL,
+    kind TEXT NOT NULL, instruction TEXT NOT NULL, engine TEXT NOT NULL, model TEXT NOT NULL, route TEXT NOT NULL,
+    settings TEXT NOT NULL, text TEXT NOT NULL, trace BLOB, size INTEGER NOT NULL);
+CREATE INDEX drafts_by_document ON drafts (document, id);
+PRAGMA user_version = 1;
+"""
+VERSION_1_TRACE = Path(__file__).parents[1] / "data" / "trace-v1.jsonl"
+
+
+def test_drafts_kept_before_ar_traces_still_load(tmp_path: Path, ar_engine: LlamaAREngine) -> None:
+    path = tmp_path / "drafts.sqlite3"
+    packed = zlib.compress(VERSION_1_TRACE.read_bytes())
+    with sqlite3.connect(path) as connection:
+        connection.executescript(OLD_SCHEMA)
+        row = ("untitled", "2026-11-29T00:00:00+00:00", "draft", "a list", "diffusion", "scripted", "{}", "{}")
+        connection.execute(
+            "INSERT INTO drafts (document, created, kind, instruction, engine, model, route, settings, text, trace, "
+            "size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (*row, "abcdefghijabcdef", packed, 16 + len(packed)),
+        )
+        connection.execute(
+            "INSERT INTO drafts (document, created, kind, instruction, engine, model, route, settings, text, trace, "
+            "size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)",
+            ("untitled", "2026-11-29T00:01:00+00:00", "draft", "", "ar", "smollm2", "{}", "{}", "Hello", 5),
+        )
+    connection.close()
+    history = DraftHistory(path)
+    history.add(None, finished(ar_engine, "Hi", ("Hi",)), "")
+    newest, old_ar, old_diffusion = history.drafts(None)
+    assert not history.warning
+    trace = history.with_trace(old_diffusion).trace()
+    assert trace is not None and trace.engine == "diffusion" and len(trace.passes) == 4
+    assert not old_ar.has_trace and history.with_trace(old_ar).trace() is None
+    new_trace = history.with_trace(newest).trace()
+    assert new_trace is not None and new_trace.engine == "ar"

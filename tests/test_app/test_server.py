@@ -160,6 +160,44 @@ def test_sampling_options_and_sharpen_options_are_honoured(base_url: str) -> Non
     assert ar_first.choices[0].message.content == ar_again.choices[0].message.content
 
 
+def test_an_option_only_diffusion_reads_drafts_with_diffusion_and_one_that_contradicts_the_model_is_a_400(
+    base_url: str,
+) -> None:
+    """The README's `{"sharpen": {"steps": 32}}`: short requests the router sends to AR, pinned to diffusion."""
+    chat, steps = client(base_url).chat.completions, {"sharpen": {"steps": 4}}
+    raw = chat.with_raw_response.create(
+        model="sharpen", messages=[{"role": "user", "content": INSTRUCTION}], max_tokens=8, extra_body=steps
+    )
+    assert raw.headers["x-sharpen-engine"] == "diffusion"
+    assert raw.headers["x-sharpen-reason"].startswith("sharpen.steps is read only by the diffusion engine")
+    assert sharpen_of(raw.parse())["passes"] == 4
+    turns: Any = [
+        {"role": "user", "content": "My name is Ana."},
+        {"role": "assistant", "content": "Nice to meet you, Ana."},
+        {"role": "user", "content": "What is my name?"},
+    ]
+    assert sharpen_of(chat.create(model="sharpen", messages=turns, max_tokens=8, extra_body=steps))["engine"] == (
+        "diffusion"
+    )
+    plain = client(base_url).completions.create(model="sharpen", prompt="Dear Sam,", max_tokens=8, extra_body=steps)
+    assert sharpen_of(plain)["engine"] == "diffusion"
+    with pytest.raises(openai.BadRequestError) as conflict:
+        chat.create(
+            model="smollm2-135m-instruct",
+            messages=[{"role": "user", "content": "Hi"}],
+            extra_body={"sharpen": {"threshold": 0.9}},
+        )
+    assert conflict.value.status_code == 400 and conflict.value.message.endswith(
+        "model 'smollm2-135m-instruct' asks for the AR engine, but sharpen.threshold is read only by the diffusion "
+        "engine: drop one or the other"
+    )
+    with pytest.raises(openai.BadRequestError) as against_the_field:
+        client(base_url).completions.create(
+            model="sharpen", prompt="Dear Sam,", max_tokens=8, extra_body={"sharpen": {"engine": "ar", "top_k": 5}}
+        )
+    assert "sharpen.engine asks for the AR engine, but sharpen.top_k is read only" in against_the_field.value.message
+
+
 def test_a_conversation_with_earlier_replies_is_answered_by_ar(base_url: str, service: SharpenService) -> None:
     turns: Any = [
         {"role": "user", "content": "My name is Ana."},
@@ -348,6 +386,35 @@ def test_a_busy_ar_engine_says_when_to_retry_and_a_remote_sharpen_passes_it_on(
             str(busy.value.retry_after_s),
         )
         holder.join(timeout=120)
+
+
+def test_a_burst_larger_than_the_old_queue_of_four_is_all_answered(service: SharpenService) -> None:
+    """A script's batch sent at once, behind a running request, against the default queue: every request
+    waits its turn and is answered; none is turned away (the clients retry nothing)."""
+    long_prompt = "The committee reviewed the budget, the hiring plan and the office move in detail. " * 60
+    answered: list[str] = []
+    with running_server(service) as url:
+        holder = threading.Thread(
+            target=lambda: httpx.post(
+                f"{url}/v1/completions", json={"prompt": long_prompt, "max_tokens": 400}, timeout=120
+            )
+        )
+        holder.start()
+        assert _wait_for(lambda: _status(url)["ar"]["running"])
+
+        def ask(number: int) -> None:
+            reply = client(url).completions.create(model="sharpen", prompt=f"Note {number}: dear Sam,", max_tokens=2)
+            answered.append(reply.choices[0].text)
+
+        burst = [threading.Thread(target=ask, args=(number,)) for number in range(12)]
+        for thread in burst:
+            thread.start()
+        waited_at_once = _wait_for(lambda: _status(url)["ar"]["waiting"] >= 12)
+        for thread in [*burst, holder]:
+            thread.join(timeout=120)
+        ar = _status(url)["ar"]
+    assert waited_at_once, "the burst waited behind the running request, more at once than the old queue of 4"
+    assert len(answered) == 12 and ar["refused"] == 0 and ar["served"] == 13
 
 
 def test_a_client_that_disconnects_cancels_its_draft(service: SharpenService) -> None:

@@ -94,7 +94,7 @@ def test_a_remote_source_is_read() -> None:
 def test_a_catalogue_entry_may_name_a_remote_ar_model_only() -> None:
     table = {"role": "complete", "engine": "openai-ar", "format": "openai-api", "source": "openai:http://h:1/v1#m"}
     assert entry_from_table("box", table, "config.toml", builtin=False).is_remote
-    with pytest.raises(CatalogueError, match='role "complete", engine "openai-ar"'):
+    with pytest.raises(CatalogueError, match='role "complete" or "write", engine "openai-ar"'):
         entry_from_table("box", table | {"role": "draft"}, "config.toml", builtin=False)
     with pytest.raises(CatalogueError, match="names no model"):
         entry_from_table("box", table | {"source": "openai:http://h:1/v1"}, "config.toml", builtin=False)

@@ -22,8 +22,8 @@ from rich.style import Style
 from app.cli import main
 from app.recording import cast, gif, screens, svg
 from app.recording.frames import COLOURS, DIM_FOREGROUND, FOREGROUND, STYLES, Mark, confidence_mark, frame
-from engines.diffusion.trace import Trace, load_trace
 from engines.events import Pass
+from engines.trace import Trace, load_trace
 from ui.refinement import render_pass
 
 SPEED = 4.0

@@ -1,4 +1,5 @@
-"""Traces: round-trip through JSON Lines, and clear errors for corrupt, truncated or foreign files."""
+"""Traces: round-trip through JSON Lines (a diffusion draft's passes, an AR draft's tokens), the version before AR
+traces still read, and clear errors for corrupt, truncated or foreign files."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from scripted_backend import ScriptedBackend, fixed_script
 from app.storage.traces import save_trace
 from engines.diffusion.sampler import DiffusionSampler
 from engines.diffusion.settings import DiffusionSettings
-from engines.diffusion.trace import Trace, TraceError, TraceHeader, load_trace, parse_trace
-from engines.events import Done, Pass
+from engines.events import Done, GenerationStats, Pass
+from engines.trace import NO_MASK, TRACE_VERSION, TokenArrival, Trace, TraceError, TraceHeader, load_trace, parse_trace
 
 SETTINGS = DiffusionSettings.reference(steps=6, block_length=4)
 
@@ -67,7 +68,10 @@ def lines() -> list[str]:
         (lambda ls: ls[:-1], "truncated: it has no footer"),
         (lambda ls: [*ls[:3], ls[3][:40], *ls[4:]], "line 4 is not valid JSON"),
         (lambda ls: [ls[0], ls[2], ls[1], *ls[3:]], "pass 1 where pass 0 was expected"),
-        (lambda ls: [ls[0].replace('"version": 1', '"version": 9'), *ls[1:]], "trace version 9 is not supported"),
+        (
+            lambda ls: [ls[0].replace(f'"version": {TRACE_VERSION}', '"version": 9'), *ls[1:]],
+            "trace version 9 is not supported",
+        ),
         (lambda ls: ['{"hello": 1}', *ls[1:]], "not a Sharpen trace"),
         (lambda ls: [], "the file is empty"),
         (lambda ls: [ls[0], ls[1].replace('"canvas": [', '"canvas": [1, '), *ls[2:]], "must hold 8 token ids"),
@@ -87,3 +91,55 @@ def test_missing_file_and_piece_table(tmp_path: Path) -> None:
     footer["pieces"] = {}
     with pytest.raises(TraceError, match="has no text in the footer's piece table"):
         parse_trace("\n".join([*ls[:-1], json.dumps(footer)]))
+
+
+# Written by Sharpen before AR drafts had traces (trace version 1: no engine in the header), from the scripted
+# backend of tests/test_ui/conftest.py's fixed trace.
+VERSION_1 = Path(__file__).parents[1] / "data" / "trace-v1.jsonl"
+
+
+def test_a_trace_written_before_ar_traces_still_loads() -> None:
+    assert json.loads(VERSION_1.read_text().splitlines()[0])["version"] == 1
+    trace = load_trace(VERSION_1)
+    assert trace.engine == "diffusion" and trace.tokens == []
+    assert [p.index for p in trace.passes] == [0, 1, 2, 3] and trace.steps == 4
+    assert trace.text == "abcdefghijabcdef"
+    assert trace.records()[0]["version"] == TRACE_VERSION, "written again, it is the current version"
+    assert parse_trace(trace.to_jsonl()).passes == trace.passes
+
+
+def ar_trace() -> Trace:
+    settings = {"max_tokens": 16}
+    header = TraceHeader("smollm2", "llama.cpp", "Say hi", 5, 16, NO_MASK, settings, "2026-11-29", engine="ar")
+    trace = Trace(header)
+    for index, (text, at) in enumerate([("Hi", 0.05), (" Sam", 0.07), ("!", 0.09)]):
+        trace.record(TokenArrival(index, 100 + index, text, at))
+    trace.record(Done("Hi Sam!", GenerationStats(5, 0, 0, 3, 0.05, 0.1, "eos")))
+    return trace
+
+
+def test_an_ar_trace_keeps_each_token_and_when_it_arrived(tmp_path: Path) -> None:
+    trace = ar_trace()
+    path = tmp_path / "ar.trace.jsonl"
+    save_trace(trace, path)
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["type"] for r in records] == ["header", "token", "token", "token", "footer"]
+    assert records[0]["engine"] == "ar" and records[0]["version"] == TRACE_VERSION
+    loaded = load_trace(path)
+    assert loaded.engine == "ar" and loaded.passes == [] and loaded.steps == 3
+    assert loaded.tokens == trace.tokens and loaded.stats == trace.stats and loaded.text == "Hi Sam!"
+
+
+@pytest.mark.parametrize(
+    ("mangle", "message"),
+    [
+        (lambda ls: [ls[0], ls[2], ls[1], *ls[3:]], "token 0 comes before the token on the line above"),
+        (lambda ls: [ls[0], ls[1].replace('"id"', '"token"'), *ls[2:]], "field 'id' is missing"),
+        (lambda ls: [ls[0].replace('"engine": "ar"', '"engine": "gpt"'), *ls[1:]], "engine 'gpt' is not one of"),
+        (lambda ls: [*ls[:-1], ls[-1].replace('"prompt_tokens"', '"canvas_tokens"')], "stats do not match"),
+        (lambda ls: [ls[0], *lines()[1:2], *ls[1:]], "a pass in the trace of an ar draft"),
+    ],
+)
+def test_bad_ar_traces_are_rejected_with_the_line(mangle: Callable[[list[str]], list[str]], message: str) -> None:
+    with pytest.raises(TraceError, match=message):
+        parse_trace("\n".join(mangle(ar_trace().to_jsonl().splitlines())), "ar.jsonl")

@@ -89,6 +89,15 @@ FAST_DIFFUSION = CostProfile(
         ),
         (Request("complete", 16, force_engine="diffusion"), CPU, BOTH, "design", "diffusion", "asked for", "forced"),
         (Request("draft", 300, force_engine="ar"), FAST_DIFFUSION, BOTH, "design", "ar", "asked for", "forced"),
+        (
+            Request("draft", 16, force_engine="diffusion", forced_because="--steps is read only by diffusion"),
+            CPU,
+            BOTH,
+            "measured",
+            "diffusion",
+            "--steps is read only by diffusion",
+            "pinned",
+        ),
     ],
 )
 def test_decision_table(
@@ -253,8 +262,13 @@ def test_design_sends_drafts_to_ar_exactly_when_the_draft_model_is_too_far_behin
 
 # The embedded models' measured drafts (models/catalogue.toml, K = N/4): AR with its loop controls 95% on
 # topic with 1% of word 3-grams repeated; the shipped drafter 85% (exactly the on-topic margin behind) and 35%.
-# Their rewrites keep 63% and 48% of the selection's names and numbers.
-EMBEDDED = QualityGap("sharpen-draft", 0.26, 0.3, 0.85, 0.95, 0.1, 0.35, 0.01, 0.05, 0.48, 0.63)
+# Their rewrites keep 63% and 48% of the selection's names and numbers; drafting into a document, AR states 36%
+# of the facts asked and turns 12% of the stances around, the drafter 4% and none.
+EMBEDDED = QualityGap(
+    "sharpen-draft", 0.26, 0.3, 0.85, 0.95, 0.1, 0.35, 0.01, 0.05, 0.48, 0.63, 0.04, 0.36, 0.0, 0.12, 0.1
+)
+# The same drafter had its drafts into a document not been measured: the gate then reads the other figures.
+UNFAITHFUL_UNMEASURED = replace(EMBEDDED, facts=None, ar_facts=None, flips=None, ar_flips=None)
 
 
 @pytest.mark.parametrize(
@@ -269,6 +283,13 @@ EMBEDDED = QualityGap("sharpen-draft", 0.26, 0.3, 0.85, 0.95, 0.1, 0.35, 0.01, 0
         ),
         (EMBEDDED, FAST_DIFFUSION, "ar", "35% of sharpen-draft's word 3-grams repeat", "quality_gate"),
         (
+            replace(EMBEDDED, on_topic=0.9, repeats=0.05),
+            FAST_DIFFUSION,
+            "ar",
+            "drafts into a document state 4% of the facts asked against AR's 36%",
+            "quality_gate",
+        ),
+        (
             replace(EMBEDDED, on_topic=0.84),
             FAST_DIFFUSION,
             "ar",
@@ -278,14 +299,14 @@ EMBEDDED = QualityGap("sharpen-draft", 0.26, 0.3, 0.85, 0.95, 0.1, 0.35, 0.01, 0
         # Exactly at a margin passes, though in floats 0.4 - 0.1 reads 0.30000000000000004 and 0.12 + 0.05 reads
         # 0.16999999999999998.
         (
-            replace(EMBEDDED, on_topic=0.3, ar_on_topic=0.4, repeats=0.01),
+            replace(UNFAITHFUL_UNMEASURED, on_topic=0.3, ar_on_topic=0.4, repeats=0.01),
             FAST_DIFFUSION,
             "diffusion",
             "pass the quality gate",
             "estimated_faster",
         ),
         (
-            replace(EMBEDDED, repeats=0.17, ar_repeats=0.12),
+            replace(UNFAITHFUL_UNMEASURED, repeats=0.17, ar_repeats=0.12),
             FAST_DIFFUSION,
             "diffusion",
             "pass the quality gate",
@@ -293,17 +314,47 @@ EMBEDDED = QualityGap("sharpen-draft", 0.26, 0.3, 0.85, 0.95, 0.1, 0.35, 0.01, 0
         ),
         (replace(EMBEDDED, behind=0.4), FAST_DIFFUSION, "ar", "0.40 behind AR's", "quality_gate"),
         (
-            replace(EMBEDDED, on_topic=0.9, repeats=0.05),
+            replace(UNFAITHFUL_UNMEASURED, on_topic=0.9, repeats=0.05),
             FAST_DIFFUSION,
             "diffusion",
             "pass the quality gate",
             "estimated_faster",
         ),
-        (replace(EMBEDDED, on_topic=0.9, repeats=0.05), CPU, "ar", "AR estimated faster", "estimated_faster"),
+        (
+            replace(UNFAITHFUL_UNMEASURED, on_topic=0.9, repeats=0.05),
+            CPU,
+            "ar",
+            "AR estimated faster",
+            "estimated_faster",
+        ),
+        (
+            replace(UNFAITHFUL_UNMEASURED, on_topic=0.9, repeats=0.05, facts=0.19, ar_facts=0.40),
+            FAST_DIFFUSION,
+            "ar",
+            "drafts into a document state 19% of the facts asked against AR's 40%",
+            "quality_gate",
+        ),
+        (
+            replace(UNFAITHFUL_UNMEASURED, on_topic=0.9, repeats=0.05, flips=0.3, ar_flips=0.12),
+            FAST_DIFFUSION,
+            "ar",
+            "turn 30% of the stances asked around (a decline written as an acceptance) against AR's 12%",
+            "quality_gate",
+        ),
+        # At the margin on both (0.4 - 0.1 and 0.12 + 0.1 in floats) passes.
+        (
+            replace(
+                UNFAITHFUL_UNMEASURED, on_topic=0.9, repeats=0.05, facts=0.3, ar_facts=0.4, flips=0.22, ar_flips=0.12
+            ),
+            FAST_DIFFUSION,
+            "diffusion",
+            "pass the quality gate",
+            "estimated_faster",
+        ),
         (None, FAST_DIFFUSION, "diffusion", "not measured", "estimated_faster"),
         (None, CPU, "ar", "AR estimated faster", "estimated_faster"),
         (
-            replace(EMBEDDED, on_topic=None, ar_on_topic=None, repeats=None),
+            replace(UNFAITHFUL_UNMEASURED, on_topic=None, ar_on_topic=None, repeats=None),
             FAST_DIFFUSION,
             "diffusion",
             "pass",

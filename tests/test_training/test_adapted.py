@@ -91,7 +91,7 @@ def test_the_adapter_names_its_base_and_how_to_run_it(tiny_llama_path: Path, tmp
     model_info = adapted_model(info, {"tiny": tiny_llama_path}, tmp_path / "records").info
     assert model_info.is_cacheable_diffusion and model_info.shift_logits
     assert model_info.n_parameters > adapted.inspect_gguf(tiny_llama_path).n_parameters
-    with pytest.raises(ModelFileError, match="not one of Sharpen's diffusion adapters"):
+    with pytest.raises(ModelFileError, match="not one of Sharpen's LoRA adapters"):
         adapter_info(tiny_llama_path)
 
 

@@ -14,7 +14,7 @@ from app.storage.paths import sharpen_paths
 from app.storage.traces import save_trace
 from engines.diffusion.sampler import DiffusionSampler
 from engines.diffusion.settings import DiffusionSettings
-from engines.diffusion.trace import Trace, TraceHeader
+from engines.trace import Trace, TraceHeader
 from ui.app import SharpenApp
 
 

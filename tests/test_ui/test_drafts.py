@@ -14,6 +14,7 @@ from ui_support import AppFactory, make_config
 from app.domain.draft_request import DraftRequest
 from ui.app import SharpenApp
 from ui.screens.dialogs import DraftPromptScreen, RewriteScreen
+from ui.screens.playback import PlaybackScreen
 
 
 async def wait_until(pilot: Pilot, condition: Callable[[], bool], seconds: float = 30.0) -> bool:
@@ -129,7 +130,9 @@ async def test_without_a_diffusion_model_drafts_stream_from_ar(make_app: AppFact
         assert app.status.info.engine == "ar" and "only the AR engine" in app.status.info.reason
         assert app.panel.view.streamed.strip()
         await pilot.press("f5")
-        assert app.screen is app.screen_stack[0], "an AR draft has no passes to play back"
+        playback = app.screen
+        assert isinstance(playback, PlaybackScreen), "an AR draft plays back token by token"
+        assert playback.trace.engine == "ar" and playback.frames[-1].text == app.draft.done.text  # type: ignore[union-attr]
 
 
 async def test_rewrite_needs_a_selection(make_app: AppFactory) -> None:

@@ -72,3 +72,23 @@ async def test_a_failed_pull_is_reported_on_the_screen(make_app: AppFactory, hub
         await pilot.pause()
         assert "repository acme/tiny-draft-GGUF was not found" in str(screen.query_one("#pull-status").render())
         assert screen.pulling is None
+
+
+async def test_w_points_writing_at_the_highlighted_model(make_app: AppFactory) -> None:
+    app = make_app(config=make_config(autocomplete=False))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("f2")
+        screen = app.screen
+        assert isinstance(screen, ModelsScreen)
+        screen.query_one("#models", DataTable).move_cursor(row=[m.name for m in screen.models].index("sharpen-draft"))
+        await pilot.press("w")
+        await pilot.pause()
+        assert app.service.config.models.write == "", "a drafter is no writing model: refused, nothing changed"
+        await pilot.press("f2")
+        screen = app.screen
+        assert isinstance(screen, ModelsScreen)
+        screen.query_one("#models", DataTable).move_cursor(row=0)  # the embedded AR model
+        await pilot.press("w")
+        await pilot.pause()
+        assert app.service.config.models.write == "smollm2-135m-instruct"
+        assert 'write = "smollm2-135m-instruct"' in sharpen_paths().config_file.read_text()

@@ -8,8 +8,9 @@ from pathlib import Path
 from textual.widgets import Input
 from ui_support import AppFactory, make_config
 
+from app.recording.frames import frame
 from app.storage.config import KeysSection
-from engines.diffusion.trace import load_trace
+from engines.trace import load_trace
 from ui.refinement import RefinementView
 from ui.screens.dialogs import DraftPromptScreen, RecoveryScreen
 from ui.screens.help import HelpScreen
@@ -32,7 +33,7 @@ async def test_replay_opens_playback_and_steps(make_app: AppFactory, fixed_trace
         await pilot.press("left")
         assert screen.position == 1
         view = screen.query_one("#playback-view", RefinementView)
-        assert view.current is screen.trace.passes[1]
+        assert view.current is screen.frames[1] and screen.frames[1].cells == frame(screen.trace.passes[1]).cells
         await pilot.press("plus", "plus", "plus", "space")
         for _ in range(100):
             await pilot.pause(0.05)

@@ -13,7 +13,7 @@ from ui_support import AppFactory, make_config
 
 from app.orchestration import model_manager
 from app.storage.draft_history import PastDraft
-from engines.diffusion.trace import load_trace
+from engines.trace import load_trace
 from models.fit import Machine
 from ui.app import SharpenApp
 from ui.screens.files import OpenFileScreen

@@ -7,10 +7,11 @@ import csv
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 
-from models.adapted import BlockDecoding, write_adapter
+from models.adapted import BlockDecoding, LoraPair, write_adapter
 from training.adapt.lora import LoRALinear
 from training.adapt.plan import AdaptPlan
 from training.plot import plot_log
@@ -44,14 +45,48 @@ class Progress:
 def resume(
     plan: AdaptPlan, wrapped: dict[str, LoRALinear], optimizer: torch.optim.Optimizer, generator: torch.Generator
 ) -> Progress:
-    checkpoint = torch.load(plan.out / CHECKPOINT_NAME, weights_only=False)
+    checkpoint = read_checkpoint(plan.out, wrapped, optimizer)
+    generator.set_state(checkpoint["generator"])
+    return Progress(**checkpoint["progress"])
+
+
+def read_checkpoint(folder: Path, wrapped: dict[str, LoRALinear], optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    """The checkpoint in `folder`, its LoRA and optimizer state already set into `wrapped` and `optimizer`."""
+    checkpoint = torch.load(folder / CHECKPOINT_NAME, weights_only=False)
     with torch.no_grad():
         for name, (a, b) in checkpoint["lora"].items():
             wrapped[name].a.copy_(a)
             wrapped[name].b.copy_(b)
     optimizer.load_state_dict(checkpoint["optimizer"])
-    generator.set_state(checkpoint["generator"])
-    return Progress(**checkpoint["progress"])
+    return checkpoint
+
+
+def write_checkpoint(
+    folder: Path,
+    wrapped: dict[str, LoRALinear],
+    progress: Progress,
+    optimizer: torch.optim.Optimizer,
+    **extra: object,
+) -> dict[str, LoraPair]:
+    """A checkpoint to resume from (LoRA, optimizer, progress and `extra`) and the log, written in `folder`;
+    the LoRA as arrays, for the adapter GGUF."""
+    lora = {name: (w.a.detach().cpu().numpy().copy(), w.b.detach().cpu().numpy().copy()) for name, w in wrapped.items()}
+    checkpoint = {
+        "lora": {name: tuple(map(torch.from_numpy, pair)) for name, pair in lora.items()},
+        "optimizer": optimizer.state_dict(),
+        "progress": asdict(progress),
+        **extra,
+    }
+    partial = folder / f"{CHECKPOINT_NAME}.partial"
+    torch.save(checkpoint, partial)
+    partial.replace(folder / CHECKPOINT_NAME)
+    with (folder / "training_log.csv").open("w", newline="") as handle:
+        # A run resumed from a checkpoint written before a column existed: its early rows leave it empty.
+        columns = list(dict.fromkeys(key for row in progress.rows for key in row))
+        writer = csv.DictWriter(handle, fieldnames=columns, restval="")
+        writer.writeheader()
+        writer.writerows(progress.rows)
+    return lora
 
 
 def log_row(
@@ -84,22 +119,7 @@ def save(
     generator: torch.Generator,
 ) -> Path:
     """The adapter GGUF, its log and curve, and a checkpoint to resume from (LoRA, optimizer, progress)."""
-    lora = {name: (w.a.detach().cpu().numpy().copy(), w.b.detach().cpu().numpy().copy()) for name, w in wrapped.items()}
-    checkpoint = {
-        "lora": {name: tuple(map(torch.from_numpy, pair)) for name, pair in lora.items()},
-        "optimizer": optimizer.state_dict(),
-        "generator": generator.get_state(),
-        "progress": asdict(progress),
-    }
-    partial = plan.out / f"{CHECKPOINT_NAME}.partial"
-    torch.save(checkpoint, partial)
-    partial.replace(plan.out / CHECKPOINT_NAME)
-    with (plan.out / "training_log.csv").open("w", newline="") as handle:
-        # A run resumed from a checkpoint written before a column existed: its early rows leave it empty.
-        columns = list(dict.fromkeys(key for row in progress.rows for key in row))
-        writer = csv.DictWriter(handle, fieldnames=columns, restval="")
-        writer.writeheader()
-        writer.writerows(progress.rows)
+    lora = write_checkpoint(plan.out, wrapped, progress, optimizer, generator=generator.get_state())
     title = "SmolLM2-135M adapted to " + ("block diffusion" if plan.block_lengths else "diffusion") + " (LoRA)"
     plot_log(plan.out / "training_log.csv", plan.out / "training_curve.svg", title)
     decoding = BlockDecoding(plan.block_lengths[0]) if plan.block_lengths else None

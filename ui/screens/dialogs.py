@@ -1,4 +1,5 @@
-"""Small modal dialogs: a draft request, a rewrite, a file path, and recovering an autosave."""
+"""Small modal dialogs: a draft request, a rewrite (each with its length and the engine to write it), a file path,
+and recovering an autosave."""
 
 from __future__ import annotations
 
@@ -9,42 +10,70 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label
+from textual.widgets import Button, Input, Label, Select
 
 from app.domain.context import suggested_rewrite_tokens
+from router.request import EngineName
 
 MAX_TOKENS = 4096
+AUTO = "auto"
+# The engine field's choices: auto asks the router (whose reason the draft panel shows).
+ENGINE_CHOICES: tuple[tuple[str, str], ...] = (("auto (the router)", AUTO), ("AR", "ar"), ("diffusion", "diffusion"))
 
 
 @dataclass(frozen=True)
 class DraftAsk:
     prompt: str
     tokens: int
+    # The engine the writer chose; None: the router chooses.
+    engine: EngineName | None = None
+
+
+def length_and_engine(tokens: str, engine: EngineName | None) -> ComposeResult:
+    """The length field and the engine field, side by side."""
+    with Horizontal(classes="fields"):
+        with Vertical(classes="field"):
+            yield Label("Length in tokens")
+            yield Input(tokens, id="draft-tokens", type="integer")
+        with Vertical(classes="field beside"):
+            yield Label("Engine")
+            yield Select(ENGINE_CHOICES, value=engine or AUTO, allow_blank=False, id="draft-engine")
+
+
+def chosen_engine(dialog: ModalScreen[DraftAsk | None]) -> EngineName | None:
+    """The engine field's choice; None for auto."""
+    value = dialog.query_one("#draft-engine", Select).value
+    return "ar" if value == "ar" else "diffusion" if value == "diffusion" else None
 
 
 class DraftPromptScreen(ModalScreen[DraftAsk | None]):
-    """Ask what to draft and how long."""
+    """Ask what to draft, how long, and with which engine (auto: the router's choice)."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, default_tokens: int) -> None:
+    def __init__(self, default_tokens: int, engine: EngineName | None = None) -> None:
         super().__init__()
         self.default_tokens = default_tokens
+        self.engine = engine
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Label("Draft at the cursor: what should it say?")
             yield Label("It is written to fit the text around the cursor.", classes="hint")
             yield Input(placeholder="e.g. a reply declining politely; empty: what belongs here", id="draft-prompt")
-            yield Label("Length in tokens")
-            yield Input(str(self.default_tokens), id="draft-tokens", type="integer")
+            yield from length_and_engine(str(self.default_tokens), self.engine)
             yield Label("", id="draft-error", classes="error")
+
+    @on(Select.Changed, "#draft-engine")
+    def _back_to_the_prompt(self) -> None:
+        """Enter in a text field asks: after choosing the engine, the writer is back where it works."""
+        self.query_one("#draft-prompt", Input).focus()
 
     def on_input_submitted(self, _event: Input.Submitted) -> None:
         prompt = self.query_one("#draft-prompt", Input).value.strip()
         tokens = _tokens(self.query_one("#draft-tokens", Input), self.query_one("#draft-error", Label))
         if tokens is not None:
-            self.dismiss(DraftAsk(prompt, tokens))
+            self.dismiss(DraftAsk(prompt, tokens, chosen_engine(self)))
 
     def action_cancel(self) -> None:
         self.dismiss(None)
@@ -59,14 +88,15 @@ def _tokens(field: Input, error: Label) -> int | None:
 
 
 class RewriteScreen(ModalScreen[DraftAsk | None]):
-    """Ask how to rewrite the selection (optional) and how long the new text should be: the length follows
-    the instruction ("shorter" asks for less) until the user sets it."""
+    """Ask how to rewrite the selection (optional), how long the new text should be and with which engine: the
+    length follows the instruction ("shorter" asks for less) until the user sets it."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, selection_tokens: int) -> None:
+    def __init__(self, selection_tokens: int, engine: EngineName | None = None) -> None:
         super().__init__()
         self.selection_tokens = selection_tokens
+        self.engine = engine
         self._suggested = str(suggested_rewrite_tokens("", selection_tokens))
         self._length_chosen = False
 
@@ -75,9 +105,12 @@ class RewriteScreen(ModalScreen[DraftAsk | None]):
             yield Label("Rewrite the selection: how?")
             yield Label("Empty: new text for it from the text on both sides.", classes="hint")
             yield Input(placeholder="e.g. shorter, more formal, as a bulleted list", id="rewrite-instruction")
-            yield Label("Length in tokens")
-            yield Input(self._suggested, id="draft-tokens", type="integer")
+            yield from length_and_engine(self._suggested, self.engine)
             yield Label("", id="draft-error", classes="error")
+
+    @on(Select.Changed, "#draft-engine")
+    def _back_to_the_instruction(self) -> None:
+        self.query_one("#rewrite-instruction", Input).focus()
 
     @on(Input.Changed, "#rewrite-instruction")
     def _follow_instruction(self, event: Input.Changed) -> None:
@@ -96,7 +129,7 @@ class RewriteScreen(ModalScreen[DraftAsk | None]):
         instruction = self.query_one("#rewrite-instruction", Input).value.strip()
         tokens = _tokens(self.query_one("#draft-tokens", Input), self.query_one("#draft-error", Label))
         if tokens is not None:
-            self.dismiss(DraftAsk(instruction, tokens))
+            self.dismiss(DraftAsk(instruction, tokens, chosen_engine(self)))
 
     def action_cancel(self) -> None:
         self.dismiss(None)

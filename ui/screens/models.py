@@ -48,6 +48,7 @@ class ModelsScreen(ModalScreen[tuple[str, str] | None]):
     BINDINGS = [
         Binding("escape,f2", "close", "Close"),
         Binding("c", "use('complete')", "Use for completions"),
+        Binding("w", "use('write')", "Use for drafts, rewrites and chat through the AR engine"),
         Binding("d", "use('draft')", "Use for drafts"),
         Binding("p", "pull", "Pull from the Hub"),
     ]
@@ -61,13 +62,16 @@ class ModelsScreen(ModalScreen[tuple[str, str] | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog wide"):
-            yield Label("Models · c: completions · d: drafts · p: pull · esc: close", classes="title")
+            yield Label("Models · c: complete · w: write · d: draft · p: pull · esc: close", classes="title")
             table: DataTable[str] = DataTable(cursor_type="row", id="models")
             table.add_columns("name", "role", "engine", "size", "fits", "used")
             yield table
             yield ProgressBar(total=100, show_eta=False, id="pull-progress")
             yield Label("", id="pull-status")
-            draft = self.service.config.models.draft or "none configured (drafts go to the AR model)"
+            models = self.service.config.models
+            writing = models.write or f"{models.complete} (models.write is empty: the complete model writes)"
+            yield Label(f"AR drafts, rewrites and chat: {writing}", id="write-model")
+            draft = models.draft or "none configured (drafts go to the AR model)"
             yield Label(f"Drafts: {draft}", id="draft-model")
 
     def on_mount(self) -> None:

@@ -1,4 +1,5 @@
-"""Refinement playback: scrub through a draft's passes, play and pause, change speed, save or export the trace."""
+"""Playback of a draft as it was written: scrub through a diffusion draft's passes or an AR draft's tokens, play and
+pause, change speed, save or export the trace."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ from textual.timer import Timer
 from textual.widgets import Footer, Label
 
 from app.recording.export import export_trace
+from app.recording.frames import step_unit, trace_frames
 from app.storage.traces import save_trace
-from engines.diffusion.trace import Trace, TraceError
+from engines.trace import Trace, TraceError
 from ui.refinement import RefinementView
 from ui.screens.dialogs import PathScreen
 
-SPEEDS = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0)
+# Steps a second: a diffusion draft's passes, or an AR draft's tokens (dozens a second as it was written).
+SPEEDS = {"passes": (1.0, 2.0, 5.0, 10.0, 20.0, 50.0), "tokens": (5.0, 10.0, 20.0, 50.0, 100.0, 200.0)}
 
 
 class PlaybackScreen(Screen[None]):
@@ -38,8 +41,10 @@ class PlaybackScreen(Screen[None]):
     def __init__(self, trace: Trace, save_dir: Path) -> None:
         super().__init__()
         self.trace = trace
+        self.frames = trace_frames(trace)
+        self.unit = step_unit(trace)
         self.save_dir = save_dir
-        self.position = len(trace.passes) - 1
+        self.position = len(self.frames) - 1
         self.speed_index = 2
         self.timer: Timer | None = None
 
@@ -53,22 +58,29 @@ class PlaybackScreen(Screen[None]):
 
     def _title(self) -> str:
         header = self.trace.header
-        return f"Playback: {header.kind} by {header.model} · {header.canvas_length} tokens · {header.prompt[:60]!r}"
+        engine = " (AR, token by token)" if self.trace.engine == "ar" else ""
+        return (
+            f"Playback: {header.kind} by {header.model}{engine} · {header.canvas_length} tokens · "
+            f"{header.prompt[:60]!r}"
+        )
+
+    @property
+    def speed(self) -> float:
+        return SPEEDS[self.unit][self.speed_index]
 
     def on_mount(self) -> None:
         self._show()
 
     def _show(self) -> None:
-        if not self.trace.passes:
-            self.query_one("#playback-position", Label).update("this trace has no passes")
+        if not self.frames:
+            self.query_one("#playback-position", Label).update(f"this trace has no {self.unit}")
             return
-        current = self.trace.passes[self.position]
+        current = self.frames[self.position]
         self.query_one("#playback-view", RefinementView).current = current
         playing = "playing" if self.timer else "paused"
         self.query_one("#playback-position", Label).update(
-            f"pass {self.position + 1} of {len(self.trace.passes)} · {current.elapsed_s:.2f} s · "
-            f"{playing} at {SPEEDS[self.speed_index]:g} passes/s · ←/→ step · space play · +/- speed · s save"
-            " · e export"
+            f"{current.step} · {current.elapsed_s:.2f} s · "
+            f"{playing} at {self.speed:g} {self.unit}/s · ←/→ step · space play · +/- speed · s save · e export"
         )
 
     def action_step(self, delta: int) -> None:
@@ -76,7 +88,7 @@ class PlaybackScreen(Screen[None]):
         self._move(delta)
 
     def _move(self, delta: int) -> bool:
-        target = min(max(self.position + delta, 0), len(self.trace.passes) - 1)
+        target = min(max(self.position + delta, 0), len(self.frames) - 1)
         moved = target != self.position
         self.position = target
         self._show()
@@ -84,16 +96,16 @@ class PlaybackScreen(Screen[None]):
 
     def action_jump(self, where: int) -> None:
         self._stop()
-        self.position = where if where >= 0 else len(self.trace.passes) - 1
+        self.position = where if where >= 0 else len(self.frames) - 1
         self._show()
 
     def action_toggle_play(self) -> None:
         if self.timer:
             self._stop()
         else:
-            if self.position >= len(self.trace.passes) - 1:
+            if self.position >= len(self.frames) - 1:
                 self.position = 0
-            self.timer = self.set_interval(1 / SPEEDS[self.speed_index], self._tick)
+            self.timer = self.set_interval(1 / self.speed, self._tick)
         self._show()
 
     def _tick(self) -> None:
@@ -107,10 +119,10 @@ class PlaybackScreen(Screen[None]):
             self.timer = None
 
     def action_speed(self, delta: int) -> None:
-        self.speed_index = min(max(self.speed_index + delta, 0), len(SPEEDS) - 1)
+        self.speed_index = min(max(self.speed_index + delta, 0), len(SPEEDS[self.unit]) - 1)
         if self.timer:
             self._stop()
-            self.timer = self.set_interval(1 / SPEEDS[self.speed_index], self._tick)
+            self.timer = self.set_interval(1 / self.speed, self._tick)
         self._show()
 
     def _file_name(self) -> str:
@@ -129,9 +141,10 @@ class PlaybackScreen(Screen[None]):
         """Ask where to write the trace shown as a recording: .cast (asciinema), .svg (animated) or .gif."""
         self._stop()
         self._show()
-        suggestion = self.save_dir / f"refinement-{self._file_name()}.svg"
+        what = "draft" if self.trace.engine == "ar" else "refinement"
+        suggestion = self.save_dir / f"{what}-{self._file_name()}.svg"
         self.app.push_screen(
-            PathScreen("Export the refinement to (.cast, .svg or .gif):", str(suggestion)), self._export_to
+            PathScreen(f"Export the {what} to (.cast, .svg or .gif):", str(suggestion)), self._export_to
         )
 
     def _export_to(self, answer: str | None) -> None:

@@ -1,9 +1,14 @@
-"""Refinement traces: every pass of a draft plus its settings and stats, as versioned JSON Lines.
+"""Draft traces: how a draft was written, step by step, with its settings and stats, as versioned JSON Lines.
 
-Line 1 is the header (format, version, model, settings, prompt, canvas length, mask id), then one line
-per pass, then a footer with the final text, the stats and the text of every token the passes use
-(so a trace replays without the model). A file without its footer is reported as truncated.
-Writing the file is the caller's business (app/ writes it atomically); this module only serialises.
+A diffusion draft's trace keeps every refinement pass; an AR draft's keeps every token as it arrived (its
+text, its id and when, from the start of the draft), so either plays back without the model.
+
+Line 1 is the header (format, version, engine, model, settings, prompt, canvas length, mask id), then one
+line per pass (diffusion) or per token (AR), then a footer with the final text, the stats and, for a
+diffusion draft, the text of every token the passes use. A file without its footer is reported as
+truncated. Version 1 (before AR drafts had traces) had no engine and only passes: it still loads, as a
+diffusion trace. Writing the file is the caller's business (app/ writes it atomically); this module only
+serialises.
 """
 
 from __future__ import annotations
@@ -11,12 +16,18 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from engines.events import MASKED_PIECE, DiffusionStats, Done, Pass
+from engines.events import MASKED_PIECE, DiffusionStats, Done, GenerationStats, Pass
 
 TRACE_FORMAT = "sharpen-trace"
-TRACE_VERSION = 1
+TRACE_VERSION = 2
+# The versions this Sharpen reads: 1 had no engine in its header (every trace was a diffusion draft's).
+READABLE_VERSIONS = (1, 2)
+TraceEngine = Literal["ar", "diffusion"]
+TRACE_ENGINES: tuple[TraceEngine, ...] = ("ar", "diffusion")
+# An AR trace's header has no mask token.
+NO_MASK = -1
 
 
 class TraceError(Exception):
@@ -34,6 +45,20 @@ class TraceHeader:
     settings: dict[str, Any]
     created: str
     kind: str = "draft"
+    # The engine that wrote the draft: an AR trace has tokens where a diffusion trace has passes (and its
+    # canvas length is the length asked, its mask id NO_MASK).
+    engine: TraceEngine = "diffusion"
+
+
+@dataclass(frozen=True)
+class TokenArrival:
+    """One token of an AR draft as it arrived: the engine's token (its index among the tokens generated, its
+    id, -1 where the engine does not say, and its text) and when, in seconds from the start of the draft."""
+
+    index: int
+    token_id: int
+    text: str
+    elapsed_s: float
 
 
 @dataclass
@@ -41,12 +66,25 @@ class Trace:
     header: TraceHeader
     passes: list[Pass] = field(default_factory=list)
     text: str | None = None
-    stats: DiffusionStats | None = None
+    stats: DiffusionStats | GenerationStats | None = None
+    # An AR draft's tokens, in the order they arrived.
+    tokens: list[TokenArrival] = field(default_factory=list)
 
-    def record(self, event: Pass | Done) -> None:
+    @property
+    def engine(self) -> TraceEngine:
+        return self.header.engine
+
+    @property
+    def steps(self) -> int:
+        """How many steps the draft took as its trace keeps them: passes, or tokens as they arrived."""
+        return len(self.tokens) if self.engine == "ar" else len(self.passes)
+
+    def record(self, event: Pass | TokenArrival | Done) -> None:
         if isinstance(event, Pass):
             self.passes.append(event)
-        elif isinstance(event.stats, DiffusionStats):
+        elif isinstance(event, TokenArrival):
+            self.tokens.append(event)
+        else:
             self.text, self.stats = event.text, event.stats
 
     def records(self) -> list[dict[str, Any]]:
@@ -57,6 +95,16 @@ class Trace:
         records: list[dict[str, Any]] = [
             {"type": "header", "format": TRACE_FORMAT, "version": TRACE_VERSION, **asdict(self.header)}
         ]
+        for arrival in self.tokens:
+            records.append(
+                {
+                    "type": "token",
+                    "index": arrival.index,
+                    "id": arrival.token_id,
+                    "text": arrival.text,
+                    "elapsed_s": arrival.elapsed_s,
+                }
+            )
         for p in self.passes:
             for token, piece in zip(p.canvas, p.pieces, strict=True):
                 if piece != MASKED_PIECE or token != self.header.mask_token_id:
@@ -110,14 +158,19 @@ def parse_trace(text: str, source: str = "<trace>") -> Trace:
     trace = Trace(header=header)
     piece_table: dict[str, str] = {}
     raw_passes: list[tuple[int, dict[str, Any]]] = []
+    step = "token" if header.engine == "ar" else "pass"
     for number, record in records[1:]:
         kind = record.get("type")
-        if kind == "pass":
+        if kind == step == "pass":
             raw_passes.append((number, record))
+        elif kind == step == "token":
+            trace.tokens.append(_token(number, record, trace.tokens, source))
         elif kind == "footer":
             if number != records[-1][0]:
                 raise TraceError(f"{source}: line {number}: the footer must be the last line")
-            trace.text, trace.stats, piece_table = _footer(number, record, source)
+            trace.text, trace.stats, piece_table = _footer(number, record, header.engine, source)
+        elif kind in ("pass", "token"):
+            raise TraceError(f"{source}: line {number}: a {kind} in the trace of an {header.engine} draft")
         else:
             raise TraceError(f"{source}: line {number}: unknown record type {kind!r}")
     if trace.stats is None:
@@ -140,8 +193,12 @@ def _header(numbered: tuple[int, dict[str, Any]], source: str) -> TraceHeader:
     if record.get("type") != "header" or record.get("format") != TRACE_FORMAT:
         raise TraceError(f"{source}: not a Sharpen trace (line 1 is not a {TRACE_FORMAT} header)")
     version = record.get("version")
-    if version != TRACE_VERSION:
-        raise TraceError(f"{source}: trace version {version!r} is not supported (this Sharpen reads {TRACE_VERSION})")
+    if version not in READABLE_VERSIONS:
+        readable = " and ".join(str(v) for v in READABLE_VERSIONS)
+        raise TraceError(f"{source}: trace version {version!r} is not supported (this Sharpen reads {readable})")
+    engine = record.get("engine", "diffusion")
+    if engine not in TRACE_ENGINES:
+        raise TraceError(f"{where}: engine {engine!r} is not one of {', '.join(TRACE_ENGINES)}")
     return TraceHeader(
         model=_require(record, "model", str, where),
         backend=_require(record, "backend", str, where),
@@ -152,17 +209,34 @@ def _header(numbered: tuple[int, dict[str, Any]], source: str) -> TraceHeader:
         settings=_require(record, "settings", dict, where),
         created=_require(record, "created", str, where),
         kind=record.get("kind", "draft"),
+        engine=engine,
     )
 
 
-def _footer(number: int, record: dict[str, Any], source: str) -> tuple[str, DiffusionStats, dict[str, str]]:
+def _footer(
+    number: int, record: dict[str, Any], engine: TraceEngine, source: str
+) -> tuple[str, DiffusionStats | GenerationStats, dict[str, str]]:
     where = f"{source}: line {number}"
     stats = _require(record, "stats", dict, where)
+    parsed: DiffusionStats | GenerationStats
     try:
-        parsed = DiffusionStats(**{**stats, "skipped_steps": tuple(stats.get("skipped_steps", ()))})
+        if engine == "ar":
+            parsed = GenerationStats(**stats)
+        else:
+            parsed = DiffusionStats(**{**stats, "skipped_steps": tuple(stats.get("skipped_steps", ()))})
     except TypeError:
         raise TraceError(f"{where}: the footer's stats do not match this version's fields") from None
-    return _require(record, "text", str, where), parsed, _require(record, "pieces", dict, where)
+    pieces = _require(record, "pieces", dict, where) if engine == "diffusion" else record.get("pieces", {})
+    return _require(record, "text", str, where), parsed, pieces
+
+
+def _token(number: int, record: dict[str, Any], before: list[TokenArrival], source: str) -> TokenArrival:
+    where = f"{source}: line {number}"
+    index = _require(record, "index", int, where)
+    elapsed = float(_require(record, "elapsed_s", (int, float), where))
+    if before and (index < before[-1].index or elapsed < before[-1].elapsed_s):
+        raise TraceError(f"{where}: token {index} comes before the token on the line above; the file is corrupt")
+    return TokenArrival(index, _require(record, "id", int, where), _require(record, "text", str, where), elapsed)
 
 
 def _pass(
