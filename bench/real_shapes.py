@@ -166,7 +166,7 @@ def ar_times(path: Path, prompt: list[int]) -> tuple[float, float]:
     return per_token, stats.time_to_first_token_s + per_token * (DRAFT_TOKENS - 1)
 
 
-def pass_times(path: Path, prompt: list[int], repeats: int = 2) -> dict[tuple[CacheMode, int], float]:
+def pass_times(path: Path, prompt: list[int], repeats: int = 3) -> dict[tuple[CacheMode, int], float]:
     """One refining pass of each row count under each cache mode (the median of `repeats`)."""
     times: dict[tuple[CacheMode, int], float] = {}
     for mode in MODES:

@@ -23,7 +23,7 @@ from engines.ar_engine import AREngine
 from engines.cancel import CancelToken
 from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.settings import DiffusionSettings
-from engines.events import DiffusionStats, Done, Event, GenerationStats
+from engines.events import DiffusionStats, Done, Event, GenerationStats, Token
 from engines.threads import available_cores
 from models.errors import ModelFileError
 from models.tensor_mix import read_tensor_mix
@@ -99,10 +99,17 @@ class _ArMeasurement:
         self.rates.append(cold.prompt_tokens / cold.time_to_first_token_s)
 
     def _tokens(self) -> None:
-        warm = _done(self.engine.complete(self.prompt + " We", max_tokens=self.sizes.decode_tokens)).stats
-        assert isinstance(warm, GenerationStats) and warm.time_to_first_token_s is not None
-        if warm.generated_tokens > 1:
-            self.per_token.append((warm.total_s - warm.time_to_first_token_s) / (warm.generated_tokens - 1))
+        """The median gap between tokens after the first: a moment's work of another process stalls a token or
+        two (llama.cpp's threads wait for each other at every layer), which the mean would spread over all
+        of them. Seen on 2 cores: a profile watched at 0.21 busy cores measured 13.5 ms a token, 7.2 idle."""
+        arrivals: list[float] = []
+        last = None
+        for last in self.engine.complete(self.prompt + " We", max_tokens=self.sizes.decode_tokens):
+            if isinstance(last, Token):
+                arrivals.append(time.perf_counter())
+        assert isinstance(last, Done) and isinstance(last.stats, GenerationStats)
+        if len(arrivals) > 2:
+            self.per_token.append(float(np.median(np.diff(arrivals))))
 
     def costs(self) -> ArCosts:
         return ArCosts(
