@@ -81,7 +81,7 @@ def _more_bits(layer: int, layers: int) -> bool:
 def tensor_kind(file_type: str, role: str, layer: int, layers: int, row: int) -> Q:
     """The type of a matrix of `role` (q, k, v, o, gate, up, down, embd, output) with rows of `row` values."""
     if file_type in Q.__members__ and file_type not in FILE_TYPES:  # one type for every matrix (a kernel probe)
-        kind = Q[file_type]
+        kind: Q = Q.__members__[file_type]
     elif file_type in ("Q4_0", "Q8_0"):
         kind = Q.Q4_0 if file_type == "Q4_0" else Q.Q8_0
         if role == "output":  # llama.cpp keeps the output layer at Q6_K (Q8_0 files stay Q8_0)

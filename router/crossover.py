@@ -55,8 +55,8 @@ def stretches(diffusion_faster: list[tuple[int, int]], shortest: int, longest: i
 
 def sentence(parts: list[Stretch], period: int) -> str:
     """One sentence a writer reads: which engine is faster for which lengths, the saw-tooth named once."""
-    if len(parts) == 1 and parts[0].faster is not None:
-        only = parts[0]
+    only = parts[0] if len(parts) == 1 else None
+    if only is not None and only.faster is not None:
         return f"{_label(only.faster)} is estimated faster at every length from {only.lo} to {only.hi} tokens"
     clauses: list[str] = []
     for index, part in enumerate(parts):
