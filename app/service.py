@@ -131,6 +131,11 @@ class SharpenService:
         """Whether the next draft measures this machine before it is routed (a few seconds, once)."""
         return self.calibrations.will_measure(enabled=self.config.router.auto_calibrate)
 
+    def remeasure_after_load(self) -> str | None:
+        """At start-up, in a worker thread: costs measured under load are measured again if the machine is idle
+        now (router.auto_calibrate); what to tell the user, or None."""
+        return self.calibrations.remeasure_after_load(enabled=self.config.router.auto_calibrate)
+
     def candidate(self, request: DraftRequest, index: int) -> DraftRequest:
         """Candidate number `index` (1 the second) of a draft: the same request, sampled, each with its seed."""
         temperature = max(float(request.overrides.get("temperature") or 0.0), CANDIDATE_TEMPERATURE)

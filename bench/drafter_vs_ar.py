@@ -16,9 +16,12 @@ each draft's median error and as the mean estimate against the mean time; the es
 for the length it wrote (the cost model's own error); and which engine the router's estimates for the
 length asked call faster (what it compares), beside the one that wrote more tokens a second and the one
 whose median draft took less time.
+With --calibrate the fresh install is first measured as `sharpen calibrate` measures it (on its idle machine,
+the profile says whether it was), and each length says which engine that calibration's estimates called
+faster before any draft taught them.
 One llama.cpp job at a time: run it on an idle machine.
 
-    .venv/bin/python bench/drafter_vs_ar.py [--prompts 20] [--lengths 128,256] [--rewrites 6]
+    .venv/bin/python bench/drafter_vs_ar.py [--prompts 20] [--lengths 128,256] [--rewrites 6] [--calibrate]
         [--set models.draft=CANDIDATE.gguf --set diffusion.threshold=0.9 ...]
         [--candidate bf16:models.draft=bench/out/sharpen-draft-merged-bf16.gguf ...]
 
@@ -53,6 +56,7 @@ from app.storage.paths import SharpenPaths
 from engines.events import DiffusionStats, GenerationStats
 from engines.llama_ar import LlamaAREngine
 from models.catalogue import resolve_model
+from router.cost_measurement import CalibrationSizes
 from router.request import EngineName
 from training.open_prompts import on_topic
 
@@ -136,6 +140,25 @@ def fresh_install(changes: list[str]) -> SharpenService:
     return SharpenService(load_config(paths.config_file), paths)
 
 
+def calibrated_picks(service: SharpenService, instruction: str, lengths: list[int]) -> dict[int, str]:
+    """Measure the install as `sharpen calibrate` does; for each length, the engine its estimates call faster
+    (for the length asked, as the router compares them) and both estimates."""
+    profile = service.calibrations.calibrate(CalibrationSizes(), lambda _fraction, _label: None)
+    load = profile.load
+    state = "under load" if profile.measured_under_load else "idle"
+    print(
+        f"calibrated ({state}: other processes kept {load.others_before:.2f} and {load.others_during:.2f} cores busy)"
+    )
+    plan = service.draft_settings.plan(service.draft_settings.resolve())
+    picks = {}
+    for n in lengths:
+        request = DraftRequest("draft", instruction, tokens=n, policy="fastest")
+        route = service._draft_route(request, n, plan, as_asked=True)
+        ar, diffusion = (route.estimates[engine].seconds_as_asked for engine in ("ar", "diffusion"))
+        picks[n] = f"{route.engine} (AR {ar:.2f} s, diffusion {diffusion:.2f} s)"
+    return picks
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--prompts", type=int, default=20)
@@ -145,6 +168,7 @@ def main() -> None:
     parser.add_argument(
         "--candidate", action="append", default=[], metavar="LABEL:KEY=VALUE[;KEY=VALUE]", help="another drafter"
     )
+    parser.add_argument("--calibrate", action="store_true", help="measure the install as `sharpen calibrate` first")
     args = parser.parse_args()
     print(f"machine: {describe_machine()}")
     for change in args.set:
@@ -164,6 +188,7 @@ def main() -> None:
     assert isinstance(ar, LlamaAREngine), "the embedded AR model scores the drafts"
     pairs = prompts_of("unseen", args.prompts)
     lengths = [int(n) for n in args.lengths.split(",")]
+    calibrated = calibrated_picks(service, pairs[0][0], lengths) if args.calibrate else {}
     drafts = {(n, label): Tally() for n in lengths for label in labels}
     shuffled: dict[int, list[float]] = {n: [] for n in lengths}  # AR's drafts with their words shuffled
     rng = random.Random(0)
@@ -210,6 +235,8 @@ def main() -> None:
             f"| {n} | the router's estimates for {n} tokens pick {faster_estimated}; measured faster (tokens/s): "
             f"{faster_measured}; the shorter median wait: {sooner} |"
         )
+        if n in calibrated:
+            print(f"| {n} | before any draft, the calibration's estimates picked {calibrated[n]} |")
         plan = service.draft_settings.plan(service.draft_settings.resolve())
         chosen = service._draft_route(DraftRequest("draft", pairs[0][0], tokens=n), n, plan)
         print(f"| {n} | routed (not forced) to {chosen.engine}: {chosen.reason} |")

@@ -66,6 +66,24 @@ def write_stand_in(
     return target
 
 
+def copy_tokenizer(source: Path, writer: gguf.GGUFWriter, vocab_size: int) -> None:
+    """Write `source`'s tokenizer (a GGUF's tokenizer.* keys) into `writer`, its token list padded with unused
+    tokens up to `vocab_size` (a stand-in of a model with a larger vocabulary: the ids past the source's
+    never come out of its text, but the output layer and the sampler have the real width)."""
+    fields = gguf.GGUFReader(source).fields
+    for field in fields.values():
+        if not field.name.startswith("tokenizer."):
+            continue
+        contents = field.contents()
+        if field.name == "tokenizer.ggml.tokens":
+            contents = [*contents, *(f"[PAD{i}]" for i in range(len(contents), vocab_size))]
+        elif field.name == "tokenizer.ggml.token_type":
+            contents = [*contents, *[int(gguf.TokenType.UNUSED)] * (vocab_size - len(contents))]
+        value_type = field.types[0]
+        sub_type = field.types[-1] if value_type == gguf.GGUFValueType.ARRAY else None
+        writer.add_key_value(field.name, contents, value_type, sub_type=sub_type)
+
+
 def _layer_tensors(reader: gguf.GGUFReader, extra: Layout) -> dict[str, np.ndarray]:
     fields = reader.fields
     layers = int(fields["llama.block_count"].contents())

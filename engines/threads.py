@@ -32,6 +32,7 @@ SMOOTHING_S = 1.0  # time constant of the moving average of other processes' loa
 YIELD_AT_CORES = 0.3
 TYPING_WINDOW_S = 1.5  # a completion within this long ago means the user is typing
 FOREGROUND_WAIT_S = 1.0  # longest a draft pass waits for completions, so typing never stalls a draft
+TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100  # /proc/stat's unit
 
 
 def available_cores() -> int:
@@ -42,13 +43,27 @@ def available_cores() -> int:
 
 
 @dataclass(frozen=True)
-class _Snapshot:
+class BusySnapshot:
     at: float
     busy_ticks: int  # every process, all CPUs
     own_ticks: int  # this process
 
 
-def _snapshot(stat: Path, own: Path) -> _Snapshot | None:
+def busy_snapshot(stat: Path = Path("/proc/stat"), own: Path = Path("/proc/self/stat")) -> BusySnapshot | None:
+    """The CPU time every process and this one have used so far (None where /proc cannot say)."""
+    return _snapshot(stat, own)
+
+
+def others_between(earlier: BusySnapshot, later: BusySnapshot) -> float:
+    """The cores other processes kept busy, on average, from `earlier` to `later`."""
+    elapsed = later.at - earlier.at
+    if elapsed <= 0:
+        return 0.0
+    busy = (later.busy_ticks - earlier.busy_ticks) - (later.own_ticks - earlier.own_ticks)
+    return max(0.0, busy / TICKS_PER_S / elapsed)
+
+
+def _snapshot(stat: Path, own: Path) -> BusySnapshot | None:
     try:
         fields = stat.read_text().split("\n", 1)[0].split()[1:]
         user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
@@ -57,7 +72,7 @@ def _snapshot(stat: Path, own: Path) -> _Snapshot | None:
         own_ticks = int(own_fields[11]) + int(own_fields[12])  # utime, stime
     except (OSError, ValueError, IndexError):
         return None
-    return _Snapshot(time.monotonic(), user + nice + system + irq + softirq + steal, own_ticks)
+    return BusySnapshot(time.monotonic(), user + nice + system + irq + softirq + steal, own_ticks)
 
 
 class CpuLoad:
@@ -67,7 +82,6 @@ class CpuLoad:
         self, stat: Path = Path("/proc/stat"), own: Path = Path("/proc/self/stat"), *, background: bool = True
     ) -> None:
         self._stat, self._own = stat, own
-        self._ticks_per_s = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
         self._others = 0.0
         self._last = _snapshot(stat, own)
         self.supported = self._last is not None
@@ -83,10 +97,8 @@ class CpuLoad:
         now = _snapshot(self._stat, self._own)
         if now is None or self._last is None or now.at <= self._last.at:
             return
-        elapsed = now.at - self._last.at
-        busy = (now.busy_ticks - self._last.busy_ticks) - (now.own_ticks - self._last.own_ticks)
-        cores = max(0.0, busy / self._ticks_per_s / elapsed)
-        weight = min(1.0, elapsed / SMOOTHING_S) if smooth else 1.0
+        cores = others_between(self._last, now)
+        weight = min(1.0, (now.at - self._last.at) / SMOOTHING_S) if smooth else 1.0
         self._others += weight * (cores - self._others)
         self._last = now
 

@@ -43,6 +43,15 @@ def pass_seconds(positions: float, costs: DiffusionCosts) -> float:
     return costs.pass_base_s + costs.pass_s_per_position * positions
 
 
+def sampled_rows(n: int, plan: DiffusionPlan) -> int:
+    """The rows of logits the sampler reads in a pass: its window's (a block, or the whole canvas)."""
+    return min(plan.block_length, n) if plan.schedule == "blocks" else n
+
+
+def sampler_seconds(passes: int, n: int, plan: DiffusionPlan, costs: DiffusionCosts) -> float:
+    return passes * sampled_rows(n, plan) * costs.sampler_s_per_row
+
+
 def estimate_ar(n: int, prompt_tokens: int, costs: ArCosts) -> Estimate:
     prompt_s = prompt_tokens / costs.prompt_tokens_per_s if costs.prompt_tokens_per_s > 0 else 0.0
     seconds = prompt_s + n * costs.seconds_per_token
@@ -79,6 +88,7 @@ def estimate_diffusion(
         window = prompt_tokens + n + suffix_tokens
         seconds = passes * pass_seconds(window, costs)
         how = "every pass re-decodes the whole sequence"
+    seconds += sampler_seconds(passes, n, plan, costs)
     ms = pass_seconds(window, costs) * 1000
     detail = f"{passes} passes x {ms:.0f} ms over ~{window:.0f} positions, {how}"
     return Estimate("diffusion", seconds, detail)
@@ -104,6 +114,7 @@ def _estimate_block_causal(
         alone * pass_seconds(block, costs)
         + passes * pass_seconds(rows, costs)
         + riding * block * costs.pass_s_per_position
+        + sampler_seconds(passes, n, plan, costs)
     )
     ms = pass_seconds(rows, costs) * 1000
     detail = (

@@ -1,13 +1,21 @@
-"""Measure the installed engines on this machine and turn the figures into a cost profile."""
+"""Measure the installed engines on this machine and turn the figures into a cost profile.
+
+Both engines are measured in one run, their measurements interleaved, so that whatever else the machine is
+doing falls on both alike; and the CPU is watched before and during the run (router/machine_load.py), so a
+profile measured under load says so.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import platform
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -15,12 +23,19 @@ from engines.ar_engine import AREngine
 from engines.cancel import CancelToken
 from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.settings import DiffusionSettings
-from engines.events import DiffusionStats, Done, Event, GenerationStats
-from router.cost import estimate_diffusion
-from router.profile import ArCosts, CostProfile, DeviceClass, DiffusionCosts, default_profile
+from engines.events import DiffusionStats, Done, Event, GenerationStats, Token
+from engines.threads import available_cores
+from models.errors import ModelFileError
+from models.tensor_mix import read_tensor_mix
+from router.cost import estimate_diffusion, sampled_rows
+from router.kernel_costs import work_of
+from router.machine_load import WATCH_S, others_over, under_load, watch
+from router.profile import ArCosts, CostProfile, DeviceClass, DiffusionCosts, MeasuredLoad, default_profile
 from router.request import DiffusionPlan
 
 Progress = Callable[[float, str], None]
+# One measurement: what the progress bar says, and the work.
+Step = tuple[str, Callable[[], None]]
 
 
 class CalibrationCancelled(Exception):
@@ -34,8 +49,10 @@ PROMPT_TEXT = (
 INSTRUCTION = "Write a short email to a colleague about moving our weekly meeting to Thursday."
 # Fast-dLLM's confidence threshold, measured where the user set none.
 THRESHOLD = 0.9
-# Rows of the passes measured for block-causal decoding (its passes decode one block each).
+# Rows of the passes measured for block-causal decoding (its passes decode one block each), after a context
+# of CONTEXT_TOKENS cached positions (whole blocks of every size), as a draft's passes run.
 BLOCK_ROWS = (4, 8, 16, 32, 64)
+CONTEXT_TOKENS = 128
 
 
 @dataclass(frozen=True)
@@ -44,7 +61,7 @@ class CalibrationSizes:
     decode_tokens: int = 64
     canvas_sizes: tuple[int, ...] = (64, 128, 256)
     threshold_tokens: int = 64
-    repeats: int = 2
+    repeats: int = 3
 
 
 QUICK = CalibrationSizes(prompt_tokens=64, decode_tokens=16, canvas_sizes=(16, 32), threshold_tokens=32, repeats=1)
@@ -58,92 +75,174 @@ def _done(events: Iterable[Event]) -> Done:
     return last
 
 
-def calibrate_ar(engine: AREngine, sizes: CalibrationSizes, progress: Progress) -> ArCosts:
-    text = (PROMPT_TEXT * (sizes.prompt_tokens // 30 + 2))[: sizes.prompt_tokens * 5]
-    prompt = engine.leading_text(text, sizes.prompt_tokens)
-    rates: list[float] = []
-    per_token: list[float] = []
-    for attempt in range(sizes.repeats):
-        engine.forget_cache()
-        progress(attempt / sizes.repeats * 0.5, "AR: prompt evaluation")
-        cold = _done(engine.complete(prompt, max_tokens=1)).stats
+class _ArMeasurement:
+    """AR's prompt rate (a cold prompt) and time per token (generation after it), once per repeat."""
+
+    def __init__(self, engine: AREngine, sizes: CalibrationSizes) -> None:
+        self.engine, self.sizes = engine, sizes
+        text = (PROMPT_TEXT * (sizes.prompt_tokens // 30 + 2))[: sizes.prompt_tokens * 5]
+        self.prompt = engine.leading_text(text, sizes.prompt_tokens)
+        self.rates: list[float] = []
+        self.per_token: list[float] = []
+
+    def rounds(self) -> list[list[Step]]:
+        """One round per repeat: a cold prompt, then tokens after it."""
+        return [
+            [("AR: prompt evaluation", self._prompt), ("AR: token generation", self._tokens)]
+            for _ in range(self.sizes.repeats)
+        ]
+
+    def _prompt(self) -> None:
+        self.engine.forget_cache()
+        cold = _done(self.engine.complete(self.prompt, max_tokens=1)).stats
         assert isinstance(cold, GenerationStats) and cold.time_to_first_token_s
-        rates.append(cold.prompt_tokens / cold.time_to_first_token_s)
-        progress((attempt + 0.5) / sizes.repeats * 0.5, "AR: token generation")
-        warm = _done(engine.complete(prompt + " We", max_tokens=sizes.decode_tokens)).stats
-        assert isinstance(warm, GenerationStats) and warm.time_to_first_token_s is not None
-        if warm.generated_tokens > 1:
-            per_token.append((warm.total_s - warm.time_to_first_token_s) / (warm.generated_tokens - 1))
-    return ArCosts(
-        model=engine.model_name,
-        prompt_tokens_per_s=float(np.median(rates)),
-        seconds_per_token=float(np.median(per_token)) if per_token else ArCosts().seconds_per_token,
-    )
+        self.rates.append(cold.prompt_tokens / cold.time_to_first_token_s)
+
+    def _tokens(self) -> None:
+        """The median gap between tokens after the first: a moment's work of another process stalls a token or
+        two (llama.cpp's threads wait for each other at every layer), which the mean would spread over all
+        of them. Seen on 2 cores: a profile watched at 0.21 busy cores measured 13.5 ms a token, 7.2 idle."""
+        arrivals: list[float] = []
+        last = None
+        for last in self.engine.complete(self.prompt + " We", max_tokens=self.sizes.decode_tokens):
+            if isinstance(last, Token):
+                arrivals.append(time.perf_counter())
+        assert isinstance(last, Done) and isinstance(last.stats, GenerationStats)
+        if len(arrivals) > 2:
+            self.per_token.append(float(np.median(np.diff(arrivals))))
+
+    def costs(self) -> ArCosts:
+        return ArCosts(
+            model=self.engine.model_name,
+            prompt_tokens_per_s=float(np.median(self.rates)),
+            seconds_per_token=float(np.median(self.per_token)) if self.per_token else ArCosts().seconds_per_token,
+        )
 
 
-def calibrate_diffusion(
-    engine: DiffusionEngine, sizes: CalibrationSizes, progress: Progress, settings: DiffusionSettings
-) -> DiffusionCosts:
-    with engine.lock:  # a draft waits for the measurement in progress
-        return _measure_diffusion(engine, sizes, progress, settings)
+class _DiffusionMeasurement:
+    """Passes over several sizes (a line through them), then a draft under the user's settings: its passes per
+    token, and what a pass inside a draft costs beyond the bare passes."""
 
+    def __init__(self, engine: DiffusionEngine, sizes: CalibrationSizes, settings: DiffusionSettings) -> None:
+        self.engine, self.sizes = engine, sizes
+        backend = engine.backend
+        mask = backend.mask_token_id
+        self.block = backend.cache_mode == "block"
+        if self.block:
+            # A block-causal pass decodes one block against the settled ones: a few rows are what count.
+            context = backend.tokenize(PROMPT_TEXT * (CONTEXT_TOKENS // 20), add_bos=True)[:CONTEXT_TOKENS]
+            self.passes = [(np.array([*context, *[mask] * rows]), len(context)) for rows in BLOCK_ROWS]
+        else:
+            prompt = engine.draft_prompt(INSTRUCTION, max(sizes.canvas_sizes)).prompt
+            self.passes = [(np.array([*prompt, *[mask] * n]), len(prompt)) for n in sizes.canvas_sizes]
+        self.points: list[tuple[int, float]] = []
+        # A draft as the user's settings run it, with their threshold or Fast-dLLM's 0.9.
+        self.settings = replace(settings, threshold=settings.threshold or THRESHOLD)
+        self.stats: DiffusionStats | None = None
 
-def _measure_diffusion(
-    engine: DiffusionEngine, sizes: CalibrationSizes, progress: Progress, settings: DiffusionSettings
-) -> DiffusionCosts:
-    backend = engine.backend
-    prompt = engine.draft_prompt(INSTRUCTION, max(sizes.canvas_sizes)).prompt
-    points: list[tuple[int, float]] = []
-    if backend.cache_mode == "block":
-        # A block-causal pass decodes one block, and predicts each of its rows: a few rows are what count.
-        passes = [(np.array([*prompt, *[backend.mask_token_id] * rows])[:rows], 1) for rows in BLOCK_ROWS]
-    else:
-        passes = [(np.array([*prompt, *[backend.mask_token_id] * n]), len(prompt)) for n in sizes.canvas_sizes]
-    # A loaded model's first passes run about twice as slow as a draft's (measured on the embedded drafter:
-    # 41 ms + 5.1 ms a position cold, 19 ms + 3.3 warm): each size runs once untimed first.
-    for sequence, first in passes:
-        backend.reset(cache=False)
+    def warm_up(self) -> None:
+        """A loaded model's first passes run about twice as slow as a draft's (measured on the embedded drafter:
+        41 ms + 5.1 ms a position cold, 19 ms + 3.3 warm): each size runs once untimed first. A short draft
+        reads what the sampler reads once per model (the vocabulary's text, for its rules)."""
+        self.warm_up_passes()
+        _done(self.engine.draft(INSTRUCTION, 8, self.settings))
+
+    def warm_up_passes(self) -> None:
+        for sequence, first in self.passes:
+            self._decode(sequence, first)
+
+    def rounds(self) -> list[list[Step]]:
+        """One round per repeat: each size untimed (passes right after an AR step ran 1.5x slower on the
+        embedded drafter, for a few passes), then each size timed."""
+        return [
+            [
+                ("diffusion: warming up", self.warm_up_passes),
+                *(
+                    (f"diffusion: a pass over {len(seq)} positions", self._pass(seq, first))
+                    for seq, first in self.passes
+                ),
+            ]
+            for _ in range(self.sizes.repeats)
+        ]
+
+    def draft_step(self) -> Step:
+        return f"diffusion: passes under threshold {self.settings.threshold}", self._draft
+
+    def _decode(self, sequence: np.ndarray, first: int) -> None:
+        """A pass over the sequence from `first` on: for the block cache, the context settled first (the
+        block's pass against it is the next call's); for the others a full pass, whatever the cache."""
+        backend = self.engine.backend
+        if self.block:
+            backend.reset(cache=True, block_length=len(sequence) - first)
+        else:
+            backend.reset(cache=False)
         backend.logits(sequence, first, len(sequence), 0)
-    total = len(passes) * sizes.repeats
-    for i, (sequence, first) in enumerate(passes):
-        for r in range(sizes.repeats):
-            progress(0.5 + 0.4 * (i * sizes.repeats + r) / total, f"diffusion: a pass over {len(sequence)} positions")
-            backend.reset(cache=False)  # a full pass, whatever the cache
+
+    def _pass(self, sequence: np.ndarray, first: int) -> Callable[[], None]:
+        def timed() -> None:
+            backend = self.engine.backend
+            if self.block:
+                self._decode(sequence, first)  # settles the context; the block's pass alone is timed
+            else:
+                backend.reset(cache=False)
             start = time.perf_counter()
             backend.logits(sequence, first, len(sequence), 0)
-            points.append((len(sequence), time.perf_counter() - start))
-    base, per_position = _fit_line(points)
-    # A draft as the user's settings run it, with their threshold or Fast-dLLM's 0.9: passes per token
-    # of the text it wrote (it stops at end-of-text, as drafts do).
-    measured = replace(settings, threshold=settings.threshold or THRESHOLD)
-    progress(0.9, f"diffusion: passes under threshold {measured.threshold}")
-    stats = _done(engine.draft(INSTRUCTION, sizes.threshold_tokens, measured)).stats
-    assert isinstance(stats, DiffusionStats)
-    passes_per_token = min(1.0, stats.passes / max(1, stats.generated_tokens))
-    line = DiffusionCosts(pass_base_s=base, pass_s_per_position=per_position, cache=backend.cache_mode)
-    scaled = line.slower(draft_scale(stats, measured, line))
-    return replace(scaled, model=engine.model_name, threshold_passes_per_token=passes_per_token)
+            positions = len(sequence) - first if self.block else len(sequence)
+            self.points.append((positions, time.perf_counter() - start))
+
+        return timed
+
+    def _draft(self) -> None:
+        # Passes per token of the text it wrote (it stops at end-of-text, as drafts do).
+        stats = _done(self.engine.draft(INSTRUCTION, self.sizes.threshold_tokens, self.settings)).stats
+        assert isinstance(stats, DiffusionStats)
+        self.stats = stats
+
+    def costs(self) -> DiffusionCosts:
+        assert self.stats is not None, "the draft step ran"
+        base, per_position = _fit_line(self.points)
+        line = DiffusionCosts(pass_base_s=base, pass_s_per_position=per_position, cache=self.engine.backend.cache_mode)
+        passes_per_token = min(1.0, self.stats.passes / max(1, self.stats.generated_tokens))
+        scaled = replace(line.slower(draft_scale(self.stats, self.settings, line)), model=self.engine.model_name)
+        return replace(
+            scaled,
+            threshold_passes_per_token=passes_per_token,
+            sampler_s_per_row=sampler_seconds_per_row(self.stats, self.settings),
+        )
+
+
+def _decoded(stats: DiffusionStats, settings: DiffusionSettings) -> int:
+    """The canvas the draft decoded: where it stopped at end-of-text, the blocks after that one never were."""
+    decoded = stats.canvas_tokens
+    if stats.finish_reason == "eos" and settings.schedule == "blocks":
+        block = settings.block_length
+        decoded = min(decoded, math.ceil((stats.generated_tokens + 1) / block) * block)
+    return decoded
 
 
 def draft_scale(stats: DiffusionStats, settings: DiffusionSettings, line: DiffusionCosts) -> float:
-    """What the draft took over what the passes' line estimates for it: a pass inside a draft also pays the
-    sampler and the cache's bookkeeping, which routes must count (on the embedded drafter the bare passes
-    alone put a 256-token draft at about half its time)."""
-    decoded = stats.canvas_tokens
-    if stats.finish_reason == "eos" and settings.schedule == "blocks":
-        # It stopped after the block holding end-of-text: the blocks after it were never decoded.
-        block = settings.block_length
-        decoded = min(decoded, math.ceil((stats.generated_tokens + 1) / block) * block)
+    """What the draft's forward passes took over what the passes' line estimates for them: a pass inside a draft
+    also pays the cache's bookkeeping (on the embedded drafter the bare passes alone put a 256-token draft at
+    about half its time). The sampler's own time is apart (sampler_seconds_per_row)."""
     plan = DiffusionPlan(stats.passes, settings.block_length, None, settings.schedule)
-    expected = estimate_diffusion(decoded, stats.prompt_tokens, 0, plan, line).seconds
-    took = stats.working_s
+    expected = estimate_diffusion(_decoded(stats, settings), stats.prompt_tokens, 0, plan, line).seconds
+    took = stats.backend_s
     return took / expected if expected > 0 and took > 0 else 1.0
 
 
+def sampler_seconds_per_row(stats: DiffusionStats, settings: DiffusionSettings) -> float:
+    """The sampler's own time in the draft (everything but the forward passes), per row of logits it read."""
+    plan = DiffusionPlan(stats.passes, settings.block_length, None, settings.schedule)
+    rows = stats.passes * sampled_rows(_decoded(stats, settings), plan)
+    return max(0.0, stats.working_s - stats.backend_s) / rows if rows else 0.0
+
+
 def _fit_line(points: Sequence[tuple[int, float]]) -> tuple[float, float]:
-    """Least-squares seconds = base + slope x positions, both kept non-negative."""
-    x = np.array([p for p, _ in points], dtype=np.float64)
-    y = np.array([s for _, s in points], dtype=np.float64)
+    """Least-squares seconds = base + slope x positions through each size's median, both kept non-negative (one
+    slow pass of the largest size had tilted the line by half)."""
+    sizes = sorted({p for p, _ in points})
+    x = np.array(sizes, dtype=np.float64)
+    y = np.array([np.median([s for p, s in points if p == size]) for size in sizes], dtype=np.float64)
     if len(set(x)) < 2:
         return 0.0, float(y.mean() / x.mean())
     slope, base = np.polyfit(x, y, 1)
@@ -151,6 +250,44 @@ def _fit_line(points: Sequence[tuple[int, float]]) -> tuple[float, float]:
         # Noise (a busy machine) can tilt a line through a few points; cost per position is the safer read.
         return 0.0, float((y / x).mean())
     return float(base), float(slope)
+
+
+Costs = TypeVar("Costs", ArCosts, DiffusionCosts)
+
+
+def _with_work(costs: Costs, served: object) -> Costs:
+    """`costs` with the work of the file they were measured on (router/kernel_costs.py), so that another model's
+    costs can be scaled from them; as they are where the engine runs no GGUF (a remote model, a checkpoint)."""
+    path = getattr(served, "model_path", None)
+    if not isinstance(path, Path) or not path.is_file():
+        return costs
+    try:
+        work = work_of(read_tensor_mix(path))
+    except ModelFileError:
+        return costs
+    return replace(costs, decode_work=work.decode, row_work=work.row, vocab=work.vocab)
+
+
+def interleaved(first: Sequence[list[Step]], second: Sequence[list[Step]]) -> list[Step]:
+    """Both engines' rounds taken in turn, so that whatever else the machine does meets each alike; a round's
+    own steps stay together (its engine warm)."""
+    tagged = [(i / len(first), 0, group) for i, group in enumerate(first)]
+    tagged += [(i / len(second), 1, group) for i, group in enumerate(second)]
+    return [step for _, _, group in sorted(tagged, key=lambda entry: (entry[0], entry[1])) for step in group]
+
+
+def calibrate_diffusion(
+    engine: DiffusionEngine, sizes: CalibrationSizes, progress: Progress, settings: DiffusionSettings
+) -> DiffusionCosts:
+    """The diffusion engine's costs alone (a draft waits for the measurement in progress)."""
+    measurement = _DiffusionMeasurement(engine, sizes, settings)
+    with engine.lock:
+        measurement.warm_up()
+        steps = [*(step for group in measurement.rounds() for step in group), measurement.draft_step()]
+        for i, (label, step) in enumerate(steps):
+            progress(i / len(steps), label)
+            step()
+    return measurement.costs()
 
 
 def calibrate(
@@ -162,8 +299,8 @@ def calibrate(
     settings: DiffusionSettings = DiffusionSettings(),
     cancel: CancelToken | None = None,
 ) -> CostProfile:
-    """Measure what is installed; an engine without a model keeps the device class's default costs.
-    A cancelled calibration stops at its next measurement with CalibrationCancelled."""
+    """Measure what is installed, the two engines interleaved; an engine without a model keeps the device
+    class's default costs. A cancelled calibration stops at its next measurement with CalibrationCancelled."""
     defaults = default_profile(device)
 
     def checked(fraction: float, label: str) -> None:
@@ -171,13 +308,31 @@ def calibrate(
             raise CalibrationCancelled()
         progress(fraction, label)
 
+    cores = available_cores()
+    before = others_over(WATCH_S, stop=lambda: cancel is not None and cancel.cancelled)
+    watching = watch()
+    ar_run = _ArMeasurement(ar, sizes) if ar else None
+    diffusion_run = _DiffusionMeasurement(diffusion, sizes, settings) if diffusion else None
+    steps = interleaved(ar_run.rounds() if ar_run else [], diffusion_run.rounds() if diffusion_run else [])
+    if diffusion_run:
+        again = ("diffusion: warming up", diffusion_run.warm_up_passes)
+        steps = [("diffusion: warming up", diffusion_run.warm_up), *steps, again, diffusion_run.draft_step()]
+    with diffusion.lock if diffusion else contextlib.nullcontext():  # a draft waits for the measurement
+        for i, (label, step) in enumerate(steps):
+            checked(i / len(steps), label)
+            step()
+    during = watching.others()
+    ar_costs = _with_work(ar_run.costs(), ar) if ar_run else defaults.ar
+    diffusion_costs = _with_work(diffusion_run.costs(), diffusion.backend) if diffusion_run and diffusion else None
     profile = CostProfile(
         device=device,
         machine=f"{platform.node()} {platform.machine()} {platform.processor() or ''}".strip(),
         created=datetime.now(UTC).isoformat(timespec="seconds"),
         calibrated=True,
-        ar=calibrate_ar(ar, sizes, checked) if ar else defaults.ar,
-        diffusion=calibrate_diffusion(diffusion, sizes, checked, settings) if diffusion else defaults.diffusion,
+        measured_under_load=under_load(before, cores) or under_load(during, cores),
+        load=MeasuredLoad(cores, round(before or 0.0, 2), round(during or 0.0, 2)),
+        ar=ar_costs,
+        diffusion=diffusion_costs or defaults.diffusion,
     )
     progress(1.0, "done")
     return profile

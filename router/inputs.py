@@ -20,10 +20,20 @@ from models.errors import ModelError
 from models.gguf_info import GGUFInfo
 from models.hf_checkpoint import inspect_checkpoint, is_checkpoint_folder
 from models.remote import RemoteSource
+from models.tensor_mix import read_tensor_mix
 from router.cost import ExpectedTokens, asked_length
 from router.expected_lengths import LEARNT_KINDS, LengthBook, load_lengths
+from router.kernel_costs import work_of
 from router.policy import decide
-from router.profile import CostProfile, DeviceClass, ModelSize, estimate_profile, load_profile
+from router.profile import (
+    CostProfile,
+    DeviceClass,
+    ModelSize,
+    estimate_profile,
+    load_profile,
+    scaled_ar,
+    scaled_diffusion,
+)
 from router.request import DiffusionPlan, EngineName, Kind, Policy, QualityGap, Request, Route
 
 FileVersion = tuple[int, int, int]
@@ -148,18 +158,27 @@ class RouteInputs:
     def cost_profile(self) -> tuple[CostProfile, str | None]:
         """The costs the router uses, and a warning if a saved profile could not be used. Each engine's costs
         are the ones measured for the configured model; a model never measured (none saved, or the role's
-        model changed since) gets costs estimated from its size."""
+        model changed since) gets the measured model's costs scaled by the two files' work, or where that is
+        unknown costs estimated from its size."""
         setup, device = self._setup(), self.device_class()
         saved, warning = self.saved_profile(device)
-        estimate = estimate_profile(device, available_cores(), self.model_size("complete"), self.model_size("draft"))
+        ar_size, draft_size = self.model_size("complete"), self.model_size("draft")
+        estimate = estimate_profile(device, available_cores(), ar_size, draft_size)
         if self._remote_complete(setup):  # no size to estimate from: the default costs, under the model's name
             estimate = replace(estimate, ar=replace(estimate.ar, model=setup.complete_model))
-        ar = saved.ar if saved.calibrated and saved.ar.model == estimate.ar.model else estimate.ar
+        ar = estimate.ar
+        if saved.calibrated and saved.ar.model == estimate.ar.model:
+            ar = saved.ar
+        elif saved.calibrated and ar_size is not None:
+            # Another model was measured: its costs, scaled by the two files' work, know this machine.
+            ar = scaled_ar(saved.ar, ar_size) or ar
         diffusion = estimate.diffusion
         if saved.calibrated and saved.diffusion.model == estimate.diffusion.model:
             # A pass's measured cost holds whatever cache runs; how many positions a pass decodes follows
             # the cache that will run now (diffusion.cache may have changed since the calibration).
             diffusion = replace(saved.diffusion, cache=estimate.diffusion.cache)
+        elif saved.calibrated and draft_size is not None:
+            diffusion = scaled_diffusion(saved.diffusion, draft_size, device) or diffusion
         return replace(saved, ar=ar, diffusion=diffusion), warning
 
     def model_size(self, role: str) -> ModelSize | None:
@@ -195,7 +214,8 @@ class RouteInputs:
             info = self.models.gguf_info(model.path)
             cacheable = role == "draft" and self.models.served_file(model.path, write=False).cached
             cache = _trained_for(self.models.runnable_cache(), info.block_causal_length) if cacheable else "none"
-            return ModelSize(model.name, info.n_parameters, info.file_size, cache)
+            work = work_of(read_tensor_mix(info.path))
+            return ModelSize(model.name, info.n_parameters, info.file_size, cache, work)
         except ModelError:
             return None
 

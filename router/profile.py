@@ -14,6 +14,7 @@ from typing import Any, Literal
 import tomli_w
 
 from engines.diffusion.backend import CACHE_MODES
+from router.kernel_costs import ModelWork
 
 PROFILE_VERSION = 1
 DeviceClass = Literal["cpu", "gpu"]
@@ -24,8 +25,14 @@ class ArCosts:
     model: str = ""
     prompt_tokens_per_s: float = 300.0
     seconds_per_token: float = 0.015
-    # Measured by `sharpen calibrate`, or estimated from the model's size (estimate_profile).
+    # Measured by `sharpen calibrate`, or estimated from the model's size (estimate_profile, or scaled_ar from
+    # another model's measurement: `scaled_from` names it).
     measured: bool = True
+    # The model's work per pass (router/kernel_costs.py): what another model's costs are scaled by.
+    decode_work: float = 0.0
+    row_work: float = 0.0
+    vocab: int = 0
+    scaled_from: str = ""
 
     def slower(self, factor: float) -> ArCosts:
         """These costs with every time `factor` times as long."""
@@ -46,12 +53,32 @@ class DiffusionCosts:
     threshold_passes_per_token: float = 1.0
     cache: str = "none"  # the engine's CacheMode
     measured: bool = True
+    # The sampler's own time (Python and numpy, besides the forward pass) per row of logits a pass reads: it
+    # follows the vocabulary, which is 3x the embedded models' in Qwen's.
+    sampler_s_per_row: float = 0.0
+    decode_work: float = 0.0
+    row_work: float = 0.0
+    vocab: int = 0
+    scaled_from: str = ""
 
     def slower(self, factor: float) -> DiffusionCosts:
         """These costs with every pass `factor` times as long."""
         return replace(
-            self, pass_base_s=self.pass_base_s * factor, pass_s_per_position=self.pass_s_per_position * factor
+            self,
+            pass_base_s=self.pass_base_s * factor,
+            pass_s_per_position=self.pass_s_per_position * factor,
+            sampler_s_per_row=self.sampler_s_per_row * factor,
         )
+
+
+@dataclass(frozen=True)
+class MeasuredLoad:
+    """How busy other processes kept the CPU around a calibration (router/machine_load.py): cores, on average,
+    over a moment before it and while it measured, of the cores this process may use."""
+
+    cores: int = 0
+    others_before: float = 0.0
+    others_during: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -60,6 +87,10 @@ class CostProfile:
     machine: str = ""
     created: str = ""
     calibrated: bool = False
+    # Other processes kept the CPU busy before or during the measurement (router/machine_load.py BUSY_SHARE):
+    # the costs read high, and the next start on an idle machine measures them again.
+    measured_under_load: bool = False
+    load: MeasuredLoad = field(default_factory=MeasuredLoad)
     ar: ArCosts = field(default_factory=ArCosts)
     diffusion: DiffusionCosts = field(default_factory=DiffusionCosts)
     version: int = PROFILE_VERSION
@@ -87,6 +118,8 @@ class ModelSize:
     weight_bytes: int
     # The cache its passes would use (llama.cpp keeps a KV cache for the file it is served from).
     cache: str = "none"
+    # Its work per pass by weight type (a GGUF's; None for a checkpoint folder).
+    work: ModelWork | None = None
 
 
 # Sustained throughput of a forward pass per CPU core (llama.cpp, quantized weights, AVX2/AVX-512), and
@@ -131,6 +164,47 @@ def estimate_profile(device: DeviceClass, cores: int, ar: ModelSize | None, diff
     return CostProfile(device=device, ar=ar_costs, diffusion=diffusion_costs)
 
 
+def scaled_ar(measured: ArCosts, target: ModelSize) -> ArCosts | None:
+    """`target`'s AR costs from another model's measured ones, by their work (router/kernel_costs.py): a token
+    is a one-row pass, a prompt's tokens further rows. None where either model's work is unknown."""
+    work = target.work
+    if work is None or not measured.measured or min(measured.decode_work, measured.row_work, work.row) <= 0:
+        return None
+    return ArCosts(
+        model=target.name,
+        prompt_tokens_per_s=measured.prompt_tokens_per_s * measured.row_work / work.row,
+        seconds_per_token=measured.seconds_per_token * work.decode / measured.decode_work,
+        measured=False,
+        decode_work=work.decode,
+        row_work=work.row,
+        vocab=work.vocab,
+        scaled_from=measured.model,
+    )
+
+
+def scaled_diffusion(measured: DiffusionCosts, target: ModelSize, device: DeviceClass) -> DiffusionCosts | None:
+    """`target`'s diffusion costs from another model's measured ones: a pass's fixed part by one row's work, its
+    cost per position by each further row's, the sampler's by the vocabulary. Passes per token under a
+    threshold are the model's own, so the device's default. None where either model's work is unknown."""
+    work = target.work
+    if work is None or not measured.measured or min(measured.decode_work, measured.row_work, work.row) <= 0:
+        return None
+    vocab_ratio = work.vocab / measured.vocab if measured.vocab > 0 and work.vocab > 0 else 1.0
+    return DiffusionCosts(
+        model=target.name,
+        pass_base_s=measured.pass_base_s * work.decode / measured.decode_work,
+        pass_s_per_position=measured.pass_s_per_position * work.row / measured.row_work,
+        threshold_passes_per_token=default_profile(device).diffusion.threshold_passes_per_token,
+        cache=target.cache,
+        measured=False,
+        sampler_s_per_row=measured.sampler_s_per_row * vocab_ratio,
+        decode_work=work.decode,
+        row_work=work.row,
+        vocab=work.vocab,
+        scaled_from=measured.model,
+    )
+
+
 def render_profile(profile: CostProfile) -> str:
     return tomli_w.dumps(asdict(profile))
 
@@ -151,8 +225,11 @@ def load_profile(path: Path, device: DeviceClass) -> tuple[CostProfile, str | No
     try:
         if raw.get("version") != PROFILE_VERSION:
             raise ValueError(f"version {raw.get('version')!r}, expected {PROFILE_VERSION}")
+        if not isinstance(raw.get("measured_under_load", False), bool):
+            raise ValueError("measured_under_load is not true or false")
         profile = CostProfile(
-            **{k: v for k, v in raw.items() if k not in ("ar", "diffusion")},
+            **{k: v for k, v in raw.items() if k not in ("ar", "diffusion", "load")},
+            load=_section(MeasuredLoad, raw.get("load", {})),
             ar=_section(ArCosts, raw.get("ar", {})),
             diffusion=_section(DiffusionCosts, _renamed_cache(raw.get("diffusion", {}))),
         )
@@ -178,7 +255,7 @@ def _section(cls: type, raw: dict[str, Any]) -> Any:
     if unknown:
         raise ValueError(f"unknown keys {sorted(unknown)}")
     for key, value in raw.items():
-        expected = {"float": (int, float), "str": (str,), "bool": (bool,)}[str(known[key])]
+        expected = {"float": (int, float), "int": (int,), "str": (str,), "bool": (bool,)}[str(known[key])]
         if not isinstance(value, expected) or (expected != (bool,) and isinstance(value, bool)):
             raise ValueError(f"{key} has the wrong type")
         if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:

@@ -114,6 +114,13 @@ class SharpenApp(App[None]):
         if self.trace_path is not None:
             self._open_trace(self.trace_path)
         self.editor.focus()
+        self.run_worker(self._remeasure_after_load, thread=True, group="calibration")
+
+    def _remeasure_after_load(self) -> None:
+        """Costs measured under load are measured again, in this worker, once the machine is idle."""
+        said = self.service.remeasure_after_load()
+        if said is not None:
+            self.call_from_thread(self.notify, said, timeout=8)
 
     # ----- the document on disk (DocumentFiles does the work) ------------------------------------
 

@@ -15,9 +15,13 @@ from app.storage.atomic import write_atomic
 from app.storage.config import at_least
 from router.cost import DiffusionPlan, diffusion_faster, draft_estimates
 from router.cost_measurement import QUICK, CalibrationSizes
+from router.crossover import Stretch, sentence, stretches, turning_points
 from router.policy import SHORT_OUTPUT_TOKENS, STEPS_PER_TOKEN, diffusion_plan
 from router.profile import CostProfile, render_profile
 from router.request import ENGINES, KINDS, POLICIES, QUALITIES, EngineName, Estimate, Request
+
+# The longest draft `calibrate --show` describes.
+SENTENCE_LONGEST = 4096
 
 
 def route_arguments(parser: argparse.ArgumentParser) -> None:
@@ -88,6 +92,8 @@ def route(args: argparse.Namespace) -> int:
             costs = profile.ar if name == "ar" else profile.diffusion
             if not costs.model:
                 how = "default costs"
+            elif costs.scaled_from:
+                how = f"estimated for {costs.model} from the costs measured for {costs.scaled_from}, by their files"
             else:
                 how = f"measured for {costs.model}" if costs.measured else f"estimated from the size of {costs.model}"
             print(f"  {marker} {engine_label(name):9} {estimate.seconds:8.2f} s  {estimate.detail} ({how})")
@@ -149,28 +155,19 @@ def calibrate(args: argparse.Namespace) -> int:
     if warning:
         print(f"sharpen: warning: {warning}", file=sys.stderr)
     print(render_profile(profile), end="")
-    print_draft_lengths(sharpen, sharpen.routing.present_engines())
-    drafts = DraftEstimates.of(sharpen, profile)
-    quality = drafts.request.quality
-    longest = 4096
-    faster = drafts.diffusion_faster(SHORT_OUTPUT_TOKENS, longest)
-    prompt = drafts.request.prompt_tokens
-    which = f"drafts of {SHORT_OUTPUT_TOKENS} to {longest} tokens (after a {prompt}-token prompt, at quality {quality})"
-    if not faster:
-        print(f"# diffusion is not estimated faster than AR for any of the {which}")
-    else:
-        spans = ", ".join(f"{lo}+" if hi == longest else f"{lo}-{hi}" for lo, hi in faster)
-        print(f"# diffusion is estimated faster than AR at {spans} tokens, of the {which}")
+    print(f"# {load_line(profile)}")
     present = sharpen.routing.present_engines()
-    width, height, colour = plot_size(sys.stdout)
-    chart, summary = cost_chart(drafts, present, width)
-    print(render(chart, width, height, colour))
+    print_draft_lengths(sharpen, present)
+    drafts = DraftEstimates.of(sharpen, profile)
+    summary = crossover_sentence(drafts, present)
     print(f"# {summary}")
+    width, height, colour = plot_size(sys.stdout)
+    print(render(cost_chart(drafts, present, width), width, height, colour))
     if args.plot is not None:
         from app.cli.plot import render_svg
 
         try:
-            write_atomic(args.plot, render_svg(cost_chart(drafts, present)[0]).encode("utf-8"))
+            write_atomic(args.plot, render_svg(cost_chart(drafts, present)).encode("utf-8"))
         except OSError as error:
             return fail(f"cannot write the plot to {args.plot}: {error.strerror or error}")
         print(f"wrote {args.plot}", file=sys.stderr)
@@ -197,11 +194,47 @@ def print_draft_lengths(sharpen: SharpenService, present: dict[EngineName, str])
         print(f"# {engine_label(engine)}: a draft of {n} tokens is expected to write ~{tokens:.0f}, {source}")
 
 
-def cost_chart(
-    drafts: DraftEstimates, present: dict[EngineName, str], width: int = PLOT_WIDTH
-) -> tuple[CostChart, str]:
-    """The plot of both engines' estimates from SHORTEST to LONGEST tokens, the lengths where the faster one
-    changes marked (found from the same estimates, at every length), and that finding in a sentence."""
+def load_line(profile: CostProfile) -> str:
+    """Whether the profile was measured on an idle machine, in a line (router/machine_load.py)."""
+    if not profile.calibrated:
+        return "not measured on this machine: the costs are estimated (run `sharpen calibrate`)"
+    load = profile.load
+    figures = (
+        f"other processes kept {load.others_before:.1f} of {load.cores} cores busy before it, "
+        f"{load.others_during:.1f} while it measured"
+    )
+    if not profile.measured_under_load:
+        return f"measured on an idle machine ({figures})"
+    return (
+        f"measured under load ({figures}): the costs read high; the editor or the server measures them again "
+        "when it next starts on an idle machine (or run `sharpen calibrate`)"
+    )
+
+
+def draft_stretches(drafts: DraftEstimates, shortest: int, longest: int) -> tuple[list[Stretch], int]:
+    """Which engine is estimated faster from `shortest` to `longest` tokens, and the period of its saw-tooth."""
+    base = drafts.base
+    period = base.block_length if base.schedule == "blocks" else 1
+    return stretches(drafts.diffusion_faster(shortest, longest), shortest, longest, period), period
+
+
+def crossover_sentence(drafts: DraftEstimates, present: dict[EngineName, str]) -> str:
+    """Which engine is estimated faster for which lengths, in one sentence (the drafts the router routes by
+    its estimates: SHORT_OUTPUT_TOKENS and longer)."""
+    which = (
+        f"drafts of {SHORT_OUTPUT_TOKENS} to {SENTENCE_LONGEST} tokens (after a {drafts.request.prompt_tokens}-token "
+        f"prompt, at quality {drafts.request.quality})"
+    )
+    engines = [e for e in ENGINES if e in present]
+    if len(engines) == 1:
+        return f"{which}: only the {engine_label(engines[0])} engine's model is present, so every draft goes to it"
+    parts, period = draft_stretches(drafts, SHORT_OUTPUT_TOKENS, SENTENCE_LONGEST)
+    return f"{which}: {sentence(parts, period)}; shorter drafts go to AR whatever the estimates"
+
+
+def cost_chart(drafts: DraftEstimates, present: dict[EngineName, str], width: int = PLOT_WIDTH) -> CostChart:
+    """The plot of both engines' estimates from SHORTEST to LONGEST tokens, with the lengths where the faster
+    engine changes marked: where the stretches of crossover_sentence begin."""
     profile = drafts.profile
     lengths = sample_lengths(SHORTEST, LONGEST)
     estimates = [drafts.at(n) for n in lengths]
@@ -215,36 +248,16 @@ def cost_chart(
         for engine in engines
     )
     crossovers: list[Crossover] = []
-    span = f"between {SHORTEST} and {LONGEST} tokens"
     if len(engines) == 1:
-        only = engine_label(engines[0])
-        summary = f"no crossover: only the {only} engine's model is present, so every draft goes to it"
-        note = f"no crossover: only {only} is present"
+        note = f"no crossover: only {engine_label(engines[0])} is present"
     else:
-        faster = drafts.diffusion_faster(SHORTEST, LONGEST)
-        for lo, hi in faster:
-            if lo > SHORTEST:
-                crossovers.append(Crossover(lo, f"diffusion faster from {lo} tokens"))
-            if hi < LONGEST:
-                crossovers.append(Crossover(hi + 1, f"AR faster from {hi + 1} tokens"))
+        parts, _period = draft_stretches(drafts, SHORT_OUTPUT_TOKENS, SENTENCE_LONGEST)
+        crossovers = [Crossover(n, label) for n, label in turning_points(parts) if SHORTEST <= n <= LONGEST]
         note = ""
-        if not faster:
-            summary = f"no crossover {span}: AR is estimated faster at every length"
-            note = "no crossover: AR faster throughout"
-        elif not crossovers:
-            summary = f"no crossover {span}: diffusion is estimated faster at every length"
-            note = "no crossover: diffusion faster throughout"
-        else:
-            spans = ", ".join(f"{lo}-{hi}" if hi > lo else f"{lo}" for lo, hi in faster)
-            summary = (
-                f"crossover: {'; '.join(c.label for c in crossovers)} (diffusion is estimated faster at {spans} "
-                f"tokens, AR at the other lengths {span})"
-            )
-        if faster and faster[0][0] < SHORT_OUTPUT_TOKENS:
-            summary += f"; the router sends drafts under {SHORT_OUTPUT_TOKENS} tokens to AR whatever the estimates"
-        if len(crossovers) > 2:  # rounding K makes the engines alternate near a crossing: name the outermost
-            crossovers[1:-1] = [replace(c, label="") for c in crossovers[1:-1]]
-    return CostChart(_title(drafts, engines, width), lengths, curves, tuple(crossovers), note), summary
+        if not crossovers:
+            faster = parts[0].faster if len(parts) == 1 else None
+            note = f"no crossover: {engine_label(faster)} faster throughout" if faster else "no crossover in range"
+    return CostChart(_title(drafts, engines, width), lengths, curves, tuple(crossovers), note)
 
 
 def _title(drafts: DraftEstimates, engines: tuple[EngineName, ...], width: int) -> str:

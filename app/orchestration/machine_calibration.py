@@ -17,6 +17,7 @@ from engines.cancel import CancelToken
 from router.cost import estimate_ar, pass_seconds
 from router.cost_measurement import QUICK, CalibrationCancelled, CalibrationSizes, Progress, calibrate
 from router.inputs import RouteInputs
+from router.machine_load import WATCH_S, others_over, under_load
 from router.profile import CostProfile, load_profile, save_profile
 from router.request import EngineName
 
@@ -67,8 +68,38 @@ class Calibrations:
                 if "diffusion" not in measured:
                     kept = saved.diffusion if saved.calibrated else replace(saved.diffusion, measured=False)
                     profile = replace(profile, diffusion=kept)
+                # Figures kept from a profile measured under load are still skewed.
+                kept_loaded = saved.calibrated and saved.measured_under_load
+                profile = replace(profile, measured_under_load=profile.measured_under_load or kept_loaded)
             self._save(profile)
         return profile
+
+    def remeasure_after_load(self, cancel: CancelToken | None = None, *, enabled: bool) -> str | None:
+        """At start-up (the editor's, the server's; in a worker thread, never the UI's): a saved profile measured
+        under load is measured again, quickly, if the machine is idle now, rather than kept skewing every route.
+        Returns what to tell the user, or None when nothing was measured."""
+        if not enabled:
+            return None
+        saved, warning = load_profile(self.routing.profile_path, self.routing.device_class())
+        if warning is not None or not saved.calibrated or not saved.measured_under_load:
+            return None
+        if under_load(others_over(WATCH_S)):
+            return None  # still busy: the next start tries again
+        with self._measuring:
+            start = time.perf_counter()
+            try:
+                present = self.routing.present_engines()
+                for engine in present:  # loaded first: loading is not measuring
+                    self.engines.ar() if engine == "ar" else self.engines.diffusion()
+                profile = self.calibrate(QUICK, lambda _fraction, _label: None, cancel)
+            except CalibrationCancelled:
+                return None
+            except SharpenError as error:
+                return f"could not measure this machine again ({error}): its costs were measured under load"
+        if profile.measured_under_load:
+            return "the machine was busy again while it was measured: its costs are measured again at the next start"
+        took = time.perf_counter() - start
+        return f"costs measured under load were measured again on the idle machine ({took:.1f} s)"
 
     def learn(self, engine: EngineName, estimated_s: float, took_s: float) -> None:
         """After a finished draft: move `engine`'s measured costs by what the draft took over what the router

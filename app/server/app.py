@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
+import logging
+import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -286,6 +289,19 @@ class SharpenServer:
         return {"text": done.text, "sharpen": sharpen_field(call.reply, done), "trace": records}
 
 
+@contextlib.asynccontextmanager
+async def _remeasuring(app: Starlette) -> AsyncIterator[None]:
+    """At start-up: costs measured under load are measured again, in a thread, once the machine is idle."""
+
+    def remeasure() -> None:
+        said = app.state.server.service.remeasure_after_load()
+        if said is not None:
+            logging.getLogger("sharpen.server").warning(said)
+
+    threading.Thread(target=remeasure, name="sharpen-remeasure", daemon=True).start()
+    yield
+
+
 def build_app(service: SharpenService, options: ServerOptions | None = None) -> Starlette:
     options = options or ServerOptions()
     server = SharpenServer(service, options)
@@ -298,7 +314,12 @@ def build_app(service: SharpenService, options: ServerOptions | None = None) -> 
         Route("/v1/sharpen/status", server.status, methods=["GET"]),
     ]
     middleware = [Middleware(_ApiKey, key=options.api_key)] if options.api_key else []
-    app = Starlette(routes=routes, middleware=middleware, exception_handlers={404: _not_found, 405: _not_allowed})
+    app = Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={404: _not_found, 405: _not_allowed},
+        lifespan=_remeasuring,
+    )
     app.state.server = server
     return app
 

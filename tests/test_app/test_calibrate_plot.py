@@ -51,22 +51,31 @@ def routed_engine(capsys: pytest.CaptureFixture[str], tokens: int) -> str:
     return str(json.loads(capsys.readouterr().out)["engine"])
 
 
+def summary_of(out: str) -> str:
+    return next(line for line in out.splitlines() if line.startswith("# drafts of 30 to 4096 tokens"))
+
+
 def test_show_draws_both_curves_and_a_crossover_the_router_agrees_with(
     draft_model: str, sharpen_home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     calibrated(sharpen_home, draft_model, 0.02, 0.0005)
     out, _ = show(capsys)
-    # The profile and the one-line summary stay; the plot follows them, uncoloured and 100 columns wide.
-    assert "calibrated = true" in out and "# diffusion is estimated faster than AR at 30-448 tokens" in out
-    plot = out.split("at quality balanced)\n", 1)[1].splitlines()[:-1]
+    # The profile and the one-sentence summary; the plot follows them, uncoloured and 100 columns wide.
+    summary = summary_of(out)
+    assert "calibrated = true" in out and "# measured on an idle machine" in out
+    found = re.fullmatch(
+        r"# drafts of 30 to 4096 tokens \(after a 32-token prompt, at quality balanced\): diffusion is estimated "
+        r"faster up to (\d+) tokens; AR from (\d+) tokens on; shorter drafts go to AR whatever the estimates",
+        summary,
+    )
+    assert found, summary
+    n = int(found.group(2))
+    assert n == int(found.group(1)) + 1 == 449
+    plot = out.split(summary + "\n", 1)[1].splitlines()
     assert "\033" not in out and len(plot) == 24 and max(len(line) for line in plot) <= 100, out
     assert f"AR: {AR_MODEL}" in out and f"diffusion: {draft_model}" in out
     assert "quality balanced, K = N/4" in out and "AR measured, diffusion measured" in out
     assert "▚" in out and "⢕" in out and "│ AR faster from 449 tokens" in out  # both curves and the marked line
-    summary = out.splitlines()[-1]
-    found = re.fullmatch(r"# crossover: AR faster from (\d+) tokens \(diffusion is estimated faster at .*", summary)
-    assert found, summary
-    n = int(found.group(1))
     assert (routed_engine(capsys, n - 1), routed_engine(capsys, n)) == ("diffusion", "ar")
     assert routed_engine(capsys, 1024) == "ar"
 
@@ -79,7 +88,7 @@ def test_the_crossover_follows_the_quality_preset(
     capsys.readouterr()
     out, _ = show(capsys)
     assert "quality best, K = N/2" in out
-    found = re.search(r"# crossover: .*?(AR|diffusion) faster from (\d+) tokens", out)
+    found = re.search(r"(AR|diffusion) from (\d+) tokens on", summary_of(out))
     assert found, out
     n = int(found.group(2))
     winner = found.group(1).lower()
@@ -92,8 +101,8 @@ def test_no_crossover_in_range_is_said(
 ) -> None:
     calibrated(sharpen_home, draft_model, 1.0, 0.0005)  # a second a pass: AR wins at every length
     out, _ = show(capsys)
-    message = "no crossover between 16 and 1024 tokens: AR is estimated faster at every length"
-    assert message in out.splitlines()[-1] and "  no crossover: AR faster throughout" in out  # summary, legend
+    assert "AR is estimated faster at every length from 30 to 4096 tokens" in summary_of(out)
+    assert "  no crossover: AR faster throughout" in out  # the plot's legend
     assert "faster from" not in out
     assert routed_engine(capsys, 30) == routed_engine(capsys, 1024) == "ar"
 
@@ -103,7 +112,7 @@ def test_without_a_draft_model_only_ar_is_drawn(capsys: pytest.CaptureFixture[st
     capsys.readouterr()
     out, _ = show(capsys)
     assert f"AR: {AR_MODEL}" in out and "⢕" not in out
-    assert "only the AR engine's model is present" in out.splitlines()[-1]
+    assert "only the AR engine's model is present" in summary_of(out)
     assert routed_engine(capsys, 400) == "ar"
 
 

@@ -15,7 +15,7 @@ from engines.diffusion.sampler import DiffusionSampler
 from engines.diffusion.settings import DiffusionSettings
 from engines.events import DiffusionStats, Done
 from engines.llama_ar import LlamaAREngine, LlamaSettings
-from engines.threads import CpuLoad, Foreground, auto_threads, available_cores, threads_for
+from engines.threads import TICKS_PER_S, CpuLoad, Foreground, auto_threads, available_cores, threads_for
 
 PROMPT = [0, 1, 2]
 
@@ -52,7 +52,7 @@ def test_cpu_load_counts_only_other_processes(tmp_path: Path) -> None:
     _write_stat(stat, own, busy=1060, idle=0, mine=140)
     load.sample(smooth=False)
     elapsed = time.monotonic() - started + 0.2
-    expected = 20 / load._ticks_per_s / elapsed
+    expected = 20 / TICKS_PER_S / elapsed
     assert abs(load.others() - expected) < expected * 0.3
 
 

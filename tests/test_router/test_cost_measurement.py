@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from busy_cpu import busy_processes
 
 from app.storage.atomic import write_atomic
 from engines.cancel import CancelToken
@@ -13,8 +15,10 @@ from engines.diffusion.llama_backend import LlamaDiffusionBackend
 from engines.diffusion.settings import DiffusionSettings
 from engines.events import DiffusionStats, FinishReason
 from engines.llama_ar import LlamaAREngine
+from engines.threads import available_cores
 from router.cost import estimate_diffusion
-from router.cost_measurement import QUICK, CalibrationCancelled, calibrate, draft_scale
+from router.cost_measurement import QUICK, CalibrationCancelled, calibrate, draft_scale, sampler_seconds_per_row
+from router.machine_load import BUSY_SHARE
 from router.profile import CostProfile, DiffusionCosts, default_profile, load_profile, save_profile
 from router.request import DiffusionPlan
 
@@ -38,6 +42,31 @@ def test_calibration_measures_both_engines(measured: CostProfile) -> None:
     assert 0 < measured.diffusion.threshold_passes_per_token <= 1
 
 
+def test_an_idle_calibration_is_not_marked_as_under_load(measured: CostProfile) -> None:
+    assert not measured.measured_under_load, measured.load
+    assert measured.load.cores >= 1 and measured.load.others_during < measured.load.cores
+
+
+def test_a_calibration_beside_busy_processes_is_marked_as_under_load(
+    ar_engine: LlamaAREngine, tiny_cacheable_path: Path
+) -> None:
+    diffusion = DiffusionEngine(LlamaDiffusionBackend(tiny_cacheable_path), "tiny-cacheable")
+    with busy_processes(available_cores()):  # every core kept busy by other work
+        profile = calibrate("cpu", ar_engine, diffusion, QUICK)
+    assert profile.measured_under_load
+    assert profile.load.others_before >= BUSY_SHARE * profile.load.cores
+
+
+def test_the_two_engines_are_measured_interleaved(ar_engine: LlamaAREngine, tiny_cacheable_path: Path) -> None:
+    diffusion = DiffusionEngine(LlamaDiffusionBackend(tiny_cacheable_path), "tiny-cacheable")
+    labels: list[str] = []
+    calibrate("cpu", ar_engine, diffusion, replace(QUICK, repeats=2), lambda _fraction, label: labels.append(label))
+    engines = [label.split(":")[0] for label in labels if label.startswith(("AR:", "diffusion: a pass"))]
+    # AR's measurements sit between the passes', not all before or after them.
+    first_ar, last_ar = engines.index("AR"), len(engines) - 1 - engines[::-1].index("AR")
+    assert "diffusion" in engines[:first_ar] or "diffusion" in engines[first_ar:last_ar], engines
+
+
 def test_without_a_diffusion_model_its_costs_stay_default(ar_engine: LlamaAREngine) -> None:
     profile = calibrate("cpu", ar_engine, None, QUICK)
     assert profile.diffusion == default_profile("cpu").diffusion
@@ -59,6 +88,8 @@ def test_profile_round_trip(tmp_path: Path, measured: CostProfile) -> None:
         ("version = 1\n[ar]\nseconds_per_token = -1.0\n", "negative"),
         ("version = 1\n[diffusion]\nwarp = 1.0\n", "unknown keys"),
         ("version = 1\n[diffusion]\ncache = 'triple'\n", "not one of none, prefix, dual"),
+        ("version = 1\nmeasured_under_load = 'yes'\n", "measured_under_load"),
+        ("version = 1\n[load]\ncores = 2.5\n", "wrong type"),
     ],
 )
 def test_a_corrupt_profile_falls_back_to_defaults_with_a_warning(tmp_path: Path, text: str, why: str) -> None:
@@ -96,14 +127,14 @@ def test_a_cancelled_calibration_stops_and_saves_nothing(ar_engine: LlamaAREngin
     assert len(steps) == 1, "it stopped at the next measurement"
 
 
-def _stats(total_s: float, generated: int, finish: FinishReason) -> DiffusionStats:
+def _stats(total_s: float, generated: int, finish: FinishReason, backend_s: float | None = None) -> DiffusionStats:
     return DiffusionStats(
         prompt_tokens=20,
         canvas_tokens=32,
         generated_tokens=generated,
         passes=8,
         total_s=total_s,
-        backend_s=0.0,
+        backend_s=total_s if backend_s is None else backend_s,
         finish_reason=finish,
         cache="block",
     )
@@ -122,3 +153,17 @@ def test_the_line_through_the_passes_is_scaled_to_the_draft_it_estimates() -> No
     two_blocks = estimate_diffusion(16, 20, 0, plan, line).seconds
     assert two_blocks < bare
     assert draft_scale(_stats(two_blocks, 10, "eos"), settings, line) == pytest.approx(1.0)
+
+
+def test_the_sampler_s_own_time_is_apart_from_the_passes() -> None:
+    settings = DiffusionSettings(block_length=8, schedule="blocks")
+    line = DiffusionCosts(pass_base_s=0.01, pass_s_per_position=0.002, cache="block")
+    plan = DiffusionPlan(8, 8, None, "blocks")
+    bare = estimate_diffusion(32, 20, 0, plan, line).seconds
+    # The passes took what the line says; the sampler 0.16 s more, over 8 passes of a block of 8 rows.
+    stats = _stats(bare + 0.16, 32, "length", backend_s=bare)
+    assert draft_scale(stats, settings, line) == pytest.approx(1.0)
+    per_row = sampler_seconds_per_row(stats, settings)
+    assert per_row == pytest.approx(0.16 / (8 * 8))
+    with_sampler = replace(line, sampler_s_per_row=per_row)
+    assert estimate_diffusion(32, 20, 0, plan, with_sampler).seconds == pytest.approx(bare + 0.16)

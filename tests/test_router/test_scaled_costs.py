@@ -1,0 +1,93 @@
+"""Costs of a model never measured, carried from one that was by the two files' work (router/kernel_costs.py):
+the router's estimate for a pulled model before `sharpen calibrate` has seen it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from app.service import SharpenService
+from app.storage.config import load_config, set_value
+from app.storage.paths import sharpen_paths
+from models.gguf_header import read_gguf_header
+from models.tensor_mix import mix_of, read_tensor_mix
+from router.cost_measurement import QUICK
+from router.kernel_costs import LAYER_DECODE, LAYER_ROW_PER_WIDTH, UNKNOWN, ModelWork, kernel_cost, work_of
+from router.profile import ArCosts, DiffusionCosts, ModelSize, scaled_ar, scaled_diffusion
+
+MEASURED_AR = ArCosts("small", 400.0, 0.010, decode_work=1e8, row_work=1e8, vocab=50_000)
+MEASURED_DRAFT = DiffusionCosts(
+    "small-draft", 0.008, 0.001, cache="block", sampler_s_per_row=0.0002, decode_work=1e8, row_work=2e8, vocab=50_000
+)
+
+
+def test_a_model_s_mix_counts_the_matrices_it_multiplies(tiny_llama_path: Path) -> None:
+    header = read_gguf_header(tiny_llama_path)
+    mix = read_tensor_mix(tiny_llama_path)
+    matrices = [t for t in header.tensors if len(t.shape) == 2]
+    tied = not any(t.name == "output.weight" for t in matrices)
+    counted = [t for t in matrices if tied or t.name != "token_embd.weight"]
+    assert mix.total == sum(t.shape[0] * t.shape[1] for t in counted)
+    assert (mix.layers, mix.width, mix.vocab) == (2, 64, 49152)
+    # An untied embedding is looked up, not multiplied: only the output matrix counts.
+    untied = mix_of([("token_embd.weight", (256, 1000), "Q8_0"), ("output.weight", (256, 1000), "Q6_K")], 1, 256, 1000)
+    assert untied.parameters == (("Q6_K", 256_000),)
+    tied_mix = mix_of([("token_embd.weight", (576, 1000), "Q8_0")], 1, 576, 1000)
+    assert tied_mix.parameters == (("Q8_0", 576_000),)
+
+
+def test_work_weighs_each_type_by_its_kernel_cost_and_each_layer_by_its_own() -> None:
+    one = mix_of([("a.weight", (256, 100), "Q8_0"), ("b.weight", (256, 100), "Q6_K")], 1, 256, 100)
+    two = replace(one, layers=2)
+    work = work_of(one)
+    assert work.decode == pytest.approx(
+        25_600 * (kernel_cost("Q8_0").decode + kernel_cost("Q6_K").decode) + LAYER_DECODE
+    )
+    assert work.row == pytest.approx(
+        25_600 * (kernel_cost("Q8_0").row + kernel_cost("Q6_K").row) + 256 * LAYER_ROW_PER_WIDTH
+    )
+    assert work_of(two).decode - work.decode == pytest.approx(LAYER_DECODE) and LAYER_DECODE > 0
+    assert kernel_cost("NOT_A_TYPE") == UNKNOWN
+
+
+def test_ar_costs_follow_one_row_s_work_and_the_prompt_rate_each_further_row_s() -> None:
+    target = ModelSize("big", 0, 0, "none", ModelWork(decode=4e8, row=2e8, vocab=150_000))
+    scaled = scaled_ar(MEASURED_AR, target)
+    assert scaled is not None and not scaled.measured and scaled.scaled_from == "small" and scaled.model == "big"
+    assert scaled.seconds_per_token == pytest.approx(0.040)
+    assert scaled.prompt_tokens_per_s == pytest.approx(200.0)
+    assert scaled_ar(MEASURED_AR, replace(target, work=None)) is None
+    assert scaled_ar(replace(MEASURED_AR, decode_work=0.0), target) is None, "measured before work was recorded"
+
+
+def test_diffusion_costs_scale_the_pass_by_work_and_the_sampler_by_the_vocabulary() -> None:
+    target = ModelSize("big-draft", 0, 0, "dual", ModelWork(decode=3e8, row=8e8, vocab=150_000))
+    scaled = scaled_diffusion(MEASURED_DRAFT, target, "cpu")
+    assert scaled is not None and not scaled.measured and scaled.cache == "dual"
+    assert scaled.pass_base_s == pytest.approx(0.024)
+    assert scaled.pass_s_per_position == pytest.approx(0.004)
+    assert scaled.sampler_s_per_row == pytest.approx(0.0006)
+    assert scaled.threshold_passes_per_token == 1.0, "a model's parallelism is its own"
+
+
+def test_a_draft_model_never_measured_is_estimated_from_the_one_that_was(
+    tiny_cacheable_path: Path, tiny_dream_path: Path
+) -> None:
+    paths = sharpen_paths()
+    set_value(paths.config_file, "models.draft", str(tiny_cacheable_path))
+    service = SharpenService(load_config(paths.config_file), paths)
+    measured = service.calibrations.calibrate(QUICK, lambda _fraction, _label: None)
+    assert measured.diffusion.decode_work > 0 and measured.diffusion.vocab == 49152
+    assert measured.ar.decode_work > 0 and measured.ar.row_work > 0
+    service.use_model("draft", str(tiny_dream_path), force=True)
+    profile, _ = service.routing.cost_profile()
+    draft = profile.diffusion
+    assert not draft.measured and draft.scaled_from == tiny_cacheable_path.name
+    size = service.routing.model_size("draft")
+    assert size is not None and size.work is not None
+    assert draft.pass_base_s == pytest.approx(
+        measured.diffusion.pass_base_s * size.work.decode / measured.diffusion.decode_work
+    )
+    assert service.calibrations.needed() == ["diffusion"], "still measured quickly before its first draft"
