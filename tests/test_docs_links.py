@@ -99,14 +99,15 @@ def test_the_docs_are_checked() -> None:
 
 
 def test_slugs_follow_github() -> None:
-    assert slug("Vulkan on Mesa's CPU driver (`scripts/check-vulkan`)") == "vulkan-on-mesas-cpu-driver-scriptscheck-vulkan"
+    vulkan = "vulkan-on-mesas-cpu-driver-scriptscheck-vulkan"
+    assert slug("Vulkan on Mesa's CPU driver (`scripts/check-vulkan`)") == vulkan
     assert slug("Block-causal decoding (`diffusion.cache = block`)") == "block-causal-decoding-diffusioncache--block"
     assert slug("Drafts into a document: what was asked (`bench/faithful_drafts.py`)") == (
         "drafts-into-a-document-what-was-asked-benchfaithful_draftspy"
     )
 
 
-def test_a_broken_link_is_caught(tmp_path: Path) -> None:
+def test_a_broken_link_is_caught() -> None:
     page = ROOT / "docs" / "architecture.md"
     assert link_problem(page, "no-such-page.md") == "no such file"
     assert link_problem(page, "routing.md#no-such-heading") is not None
