@@ -6,7 +6,7 @@ for each) against a 200-token cache for each of them and for the AR model beside
 the files interleaved over `--rounds` rounds, medians of each round's median of 5. A block of 8 at the
 router's K = N/4 costs a 16-row pass (the settled block riding along) and an 8-row pass: the last column
 is that pair per token, relative to one AR row. On an AMD EPYC with AVX512_BF16, llama.cpp's BF16 kernels
-made the block passes cheaper than Q8_0's (docs/embedded-model.md); other CPUs were not measured.
+made the block passes cheaper than Q8_0's (training/NOTES.md); other CPUs were not measured.
 One llama.cpp job at a time: run it on an idle machine, without OMP_WAIT_POLICY=PASSIVE (it made an 8-row
 pass 2.6 times as costly on 2 cores).
 

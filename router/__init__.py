@@ -1,1 +1,1 @@
-"""Decides which engine serves a request, with which settings, and why (docs/architecture.md)."""
+"""Decides which engine serves a request, with which settings, and why (docs/routing.md)."""

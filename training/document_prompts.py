@@ -107,7 +107,7 @@ def cut_points(text: str) -> list[int]:
 def teacher_document_message(asked: str, before: str) -> str:
     """The teacher's layout for a draft into a document: the text, then the ask. Asked in the service's
     layout (document_instruction's headings), SmolLM2-135M echoed the headings or copied the document in 44
-    of 48 drafts; asked so, in 25 (docs/embedded-model.md). The pair still learns the service's layout."""
+    of 48 drafts; asked so, in 25 (training/NOTES.md). The pair still learns the service's layout."""
     return f"{before}\n\n{asked} Reply with the new text only."
 
 

@@ -107,7 +107,7 @@ class DiffusionSettings:
     # Neighbours settled in one pass are guessed independently and often take the same word ("the lesson
     # lesson plan"): engines/diffusion/doubled_words.py gives such a position its next likeliest token.
     # Off by default: on sharpen-draft it trades the loops for runs of dashes and commas
-    # (docs/embedded-model.md), as the n-gram rule trades them for stutters.
+    # (training/NOTES.md), as the n-gram rule trades them for stutters.
     no_doubled_words: bool = option(
         False, 'a pass never settles a word beside the same word ("the the"); false allows it', read_by=DIFFUSION_ONLY
     )

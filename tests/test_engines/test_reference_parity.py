@@ -6,7 +6,7 @@ The references below are written from the published algorithms over the raw mode
 checkpoint: full forward passes of the whole sequence (Fast-dLLM: of the block on, with the kept keys and
 values), Dream's logits shifted by one here, not by the backend. Sharpen runs as a user runs it: the
 engine on the torch backend (each cache mode) and on llama.cpp with the same weights. The one intentional
-difference (docs/architecture.md, "Deviations from the references") is that Sharpen never proposes the
+difference (docs/diffusion-sampler.md, "Deviations from the references") is that Sharpen never proposes the
 mask token; the references leave it out of the softmax too, so the comparison is exact.
 """
 
