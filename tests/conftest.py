@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,6 +10,9 @@ import pytest
 from fixture_models import write_tiny_model
 from hub_server import FakeHub, RunningHub
 
+from app.service import SharpenService
+from app.storage.config import load_config
+from app.storage.paths import SharpenPaths
 from engines.llama_ar import LlamaAREngine, LlamaSettings
 from models.catalogue import resolve_model
 
@@ -16,10 +20,29 @@ from models.catalogue import resolve_model
 MASK_ID = 16
 
 
+@pytest.fixture(scope="session")
+def merged_embedded_adapters(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The embedded adapters (sharpen-write, sharpen-draft) merged into their base once for the session, as
+    a fresh install merges them on first use: each test's home gets links to these files rather than paying
+    the merges again."""
+    paths = SharpenPaths.under(tmp_path_factory.mktemp("merges"))
+    service = SharpenService(load_config(paths.config_file), paths)
+    for name in ("sharpen-write", "sharpen-draft"):
+        path = resolve_model(name).path
+        served = service.models.served_ar(path) if name == "sharpen-write" else service.models.served_file(path)
+        assert served.path.parent == service.models.adapters_dir, served.note
+    return service.models.adapters_dir
+
+
 @pytest.fixture(autouse=True)
-def sharpen_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every test gets its own config, data, state and cache dirs."""
+def sharpen_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, merged_embedded_adapters: Path) -> Path:
+    """Every test gets its own config, data, state and cache dirs (with the embedded adapters' merges)."""
     home = tmp_path / "sharpen-home"
+    adapters = SharpenPaths.under(home).data_dir / "adapters"
+    adapters.mkdir(parents=True)
+    for merged in merged_embedded_adapters.iterdir():
+        if merged.suffix in (".gguf", ".json"):
+            os.link(merged, adapters / merged.name)
     monkeypatch.setenv("SHARPEN_HOME", str(home))
     for key in ("SHARPEN_API_KEY", "SHARPEN_REMOTE_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(key, raising=False)

@@ -34,7 +34,7 @@ def test_route_explain_shows_both_estimates(tiny_cacheable_path: Path, capsys: p
     assert main(["route", "--kind", "draft", "--tokens", "200", "--explain"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"diffusion ({tiny_cacheable_path}): diffusion estimated faster")
-    assert "(estimated from the size of smollm2-135m-instruct)" in out
+    assert "(estimated from the size of sharpen-write)" in out
     assert f"(estimated from the size of {tiny_cacheable_path.name})" in out and "settings:" in out
     # Under design, a budget the diffusion estimate breaks sends the draft to AR when AR is faster.
     assert (
@@ -42,7 +42,7 @@ def test_route_explain_shows_both_estimates(tiny_cacheable_path: Path, capsys: p
         == 0
     )
     out = capsys.readouterr().out
-    assert out.startswith("AR (smollm2-135m-instruct): diffusion estimated")
+    assert out.startswith("AR (sharpen-write): diffusion estimated")
     assert "breaks the 0.0 s budget" in out and "diffusion" in out and " s  " in out
     route = run_json(capsys, "route", "--kind", "complete", "--tokens", "12", "--json")
     assert route["engine"] == "ar" and set(route["estimates"]) == {"ar", "diffusion"}
