@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import pytest
 from fixture_models import write_tiny_model
 from hub_server import FakeHub, RunningHub
 
+from app.orchestration.model_manager import ModelManager
 from app.service import SharpenService
 from app.storage.config import load_config
 from app.storage.paths import SharpenPaths
@@ -23,8 +23,7 @@ MASK_ID = 16
 @pytest.fixture(scope="session")
 def merged_embedded_adapters(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The embedded adapters (sharpen-write, sharpen-draft) merged into their base once for the session, as
-    a fresh install merges them on first use: each test's home gets links to these files rather than paying
-    the merges again."""
+    a fresh install merges them on first use."""
     paths = SharpenPaths.under(tmp_path_factory.mktemp("merges"))
     service = SharpenService(load_config(paths.config_file), paths)
     for name in ("sharpen-write", "sharpen-draft"):
@@ -36,13 +35,11 @@ def merged_embedded_adapters(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(autouse=True)
 def sharpen_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, merged_embedded_adapters: Path) -> Path:
-    """Every test gets its own config, data, state and cache dirs (with the embedded adapters' merges)."""
+    """Every test gets its own config, data, state and cache dirs; merged adapters alone are shared by the
+    session (a merge is named by its adapter's path and rewritten when the adapter changes, so sharing one
+    folder changes nothing but the seconds each test would spend merging the embedded adapters again)."""
     home = tmp_path / "sharpen-home"
-    adapters = SharpenPaths.under(home).data_dir / "adapters"
-    adapters.mkdir(parents=True)
-    for merged in merged_embedded_adapters.iterdir():
-        if merged.suffix in (".gguf", ".json"):
-            os.link(merged, adapters / merged.name)
+    monkeypatch.setattr(ModelManager, "adapters_dir", property(lambda _self: merged_embedded_adapters))
     monkeypatch.setenv("SHARPEN_HOME", str(home))
     for key in ("SHARPEN_API_KEY", "SHARPEN_REMOTE_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(key, raising=False)
