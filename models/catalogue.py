@@ -74,6 +74,8 @@ class CatalogueEntry:
     # asked (decline, accept, apologise) that they turn around. -1: not measured.
     drafts_facts: float = -1.0
     drafts_flips: float = -1.0
+    # For a writing adapter: the complete model it writes for where models.write is empty (its base).
+    writes_for: str = ""
     builtin: bool = True
 
     @property
@@ -199,6 +201,14 @@ class ResolvedModel:
     name: str
     path: Path
     entry: CatalogueEntry | None
+
+
+def writer_for(complete: str, entries: Mapping[str, CatalogueEntry] | None = None) -> str | None:
+    """The writing adapter the catalogue ships for the complete model `complete`, if any."""
+    for entry in (entries or builtin_catalogue()).values():
+        if entry.role == "write" and entry.writes_for and entry.writes_for == complete.strip():
+            return entry.name
+    return None
 
 
 def embedded_file(source: str) -> Path:

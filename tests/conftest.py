@@ -9,6 +9,10 @@ import pytest
 from fixture_models import write_tiny_model
 from hub_server import FakeHub, RunningHub
 
+from app.orchestration.model_manager import ModelManager
+from app.service import SharpenService
+from app.storage.config import load_config
+from app.storage.paths import SharpenPaths
 from engines.llama_ar import LlamaAREngine, LlamaSettings
 from models.catalogue import resolve_model
 
@@ -16,10 +20,26 @@ from models.catalogue import resolve_model
 MASK_ID = 16
 
 
+@pytest.fixture(scope="session")
+def merged_embedded_adapters(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The embedded adapters (sharpen-write, sharpen-draft) merged into their base once for the session, as
+    a fresh install merges them on first use."""
+    paths = SharpenPaths.under(tmp_path_factory.mktemp("merges"))
+    service = SharpenService(load_config(paths.config_file), paths)
+    for name in ("sharpen-write", "sharpen-draft"):
+        path = resolve_model(name).path
+        served = service.models.served_ar(path) if name == "sharpen-write" else service.models.served_file(path)
+        assert served.path.parent == service.models.adapters_dir, served.note
+    return service.models.adapters_dir
+
+
 @pytest.fixture(autouse=True)
-def sharpen_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every test gets its own config, data, state and cache dirs."""
+def sharpen_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, merged_embedded_adapters: Path) -> Path:
+    """Every test gets its own config, data, state and cache dirs; merged adapters alone are shared by the
+    session (a merge is named by its adapter's path and rewritten when the adapter changes, so sharing one
+    folder changes nothing but the seconds each test would spend merging the embedded adapters again)."""
     home = tmp_path / "sharpen-home"
+    monkeypatch.setattr(ModelManager, "adapters_dir", property(lambda _self: merged_embedded_adapters))
     monkeypatch.setenv("SHARPEN_HOME", str(home))
     for key in ("SHARPEN_API_KEY", "SHARPEN_REMOTE_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(key, raising=False)

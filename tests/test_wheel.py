@@ -36,4 +36,9 @@ def test_the_wheel_holds_the_product_and_no_training_code(tmp_path: Path) -> Non
     names = zipfile.ZipFile(wheel).namelist()
     assert {name.split("/")[0] for name in names if ".dist-info/" not in name} == PRODUCT
     assert [name for name in names if "training" in Path(name).with_suffix("").parts] == []
-    assert {"models/catalogue.toml", "models/embedded/sharpen-draft-lora.gguf"} <= set(names)
+    shipped = {
+        "models/catalogue.toml",
+        "models/embedded/sharpen-draft-lora.gguf",
+        "models/embedded/sharpen-write-lora.gguf",
+    }
+    assert shipped <= set(names)

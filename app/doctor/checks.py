@@ -206,7 +206,9 @@ def check_model(service: SharpenService, role: str, name: str) -> Finding:
     check = f"models.{role}"
     if role == "write" and not name.strip():
         complete = service.config.models.complete
-        return Finding(check, "ok", f"none set: the complete model ({complete}) answers drafts, rewrites and chat")
+        name = service.engines.writing_model
+        if name == complete:
+            return Finding(check, "ok", f"none set: the complete model ({complete}) answers drafts, rewrites and chat")
     if not name.strip():
         return Finding(
             check,

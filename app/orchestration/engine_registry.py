@@ -71,7 +71,7 @@ class EngineRegistry:
 
     def writer(self) -> AREngine:
         """The AR engine drafts, rewrites and chat replies run on: the completion engine itself where
-        models.write is empty or names the same model, else its own engine, loaded on first use (for an
+        the writing model is the completion model, else its own engine, loaded on first use (for an
         adapter, merged into its base once, which completions do not wait for)."""
         name = self.writing_model
         if name == self.config.models.complete:

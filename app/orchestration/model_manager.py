@@ -21,7 +21,7 @@ from models.adapted import (
     require_diffusion,
     write_merge,
 )
-from models.catalogue import CatalogueEntry, ResolvedModel, catalogue, resolve_model
+from models.catalogue import CatalogueEntry, ResolvedModel, catalogue, resolve_model, writer_for
 from models.errors import ModelError, ModelFileError, UnknownModel, UnsupportedModel
 from models.fit import FitVerdict, Machine, check_fit, require_disk, require_fit, this_machine
 from models.gguf_info import GGUFInfo, inspect_gguf
@@ -58,8 +58,9 @@ class ServedFile:
 
 def writing_model(models: ModelsSection) -> str:
     """The model drafts, rewrites and chat replies run on through the AR engine: models.write, or where that
-    is empty the complete model."""
-    return models.write.strip() or models.complete
+    is empty the complete model's writing adapter (sharpen-write for the embedded model), else the complete
+    model itself."""
+    return models.write.strip() or writer_for(models.complete) or models.complete
 
 
 def size_on_disk(path: Path) -> int:
@@ -160,7 +161,7 @@ class ModelManager:
         return entries[name]
 
     def in_use_for(self, name: str) -> tuple[str, ...]:
-        """The roles `name` serves (the complete model serves writing too where models.write is empty)."""
+        """The roles `name` serves (the complete model serves writing too where it is the writing model)."""
         models = self._config().models
         serving = {"complete": models.complete, "write": writing_model(models), "draft": models.draft}
         return tuple(role for role in ROLES if serving[role] == name)

@@ -44,7 +44,8 @@ class ModelsSection:
         "",
         "model for drafts, rewrites and chat replies through the AR engine (ghost text keeps models.complete): a "
         "catalogue name (an AR model, or a LoRA adapter for one such as sharpen-write), a .gguf path or an "
-        "openai: source; empty means the complete model answers drafts, rewrites and chat",
+        "openai: source; empty means the complete model, with the writing adapter the catalogue ships for it "
+        "(sharpen-write for the embedded model): name the complete model itself to write without one",
     )
     draft: str = option(
         "sharpen-draft",

@@ -16,7 +16,7 @@ from app.cli import main
 from app.storage.atomic import write_atomic
 from router.profile import ArCosts, CostProfile, DiffusionCosts, save_profile
 
-AR_MODEL = "smollm2-135m-instruct"
+AR_MODEL = "sharpen-write"  # the writing model: the one drafts run on and calibration measures
 SVG = "{http://www.w3.org/2000/svg}"
 
 

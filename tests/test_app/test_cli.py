@@ -131,12 +131,11 @@ def test_unwritable_config_dir(
 def test_models_lists_the_embedded_model(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["models", "--json"]) == 0
     entries = {entry["name"]: entry for entry in json.loads(capsys.readouterr().out)}
-    # models.write is empty: the complete model writes too.
-    assert entries["smollm2-135m-instruct"]["present"] and entries["smollm2-135m-instruct"]["in_use_for"] == [
-        "complete",
-        "write",
-    ]
-    assert entries["sharpen-write"]["role"] == "write" and entries["sharpen-write"]["in_use_for"] == []
+    # Ghost text on the embedded model; drafts, rewrites and chat on the writing adapter (models.write).
+    assert entries["smollm2-135m-instruct"]["present"]
+    assert entries["smollm2-135m-instruct"]["in_use_for"] == ["complete"]
+    assert entries["sharpen-write"]["role"] == "write" and entries["sharpen-write"]["in_use_for"] == ["write"]
+    assert entries["sharpen-write"]["present"]
     assert entries["sharpen-draft"]["present"] and entries["sharpen-draft"]["in_use_for"] == ["draft"]
 
 

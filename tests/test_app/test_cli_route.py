@@ -34,15 +34,15 @@ def test_route_explain_shows_both_estimates(tiny_cacheable_path: Path, capsys: p
     assert main(["route", "--kind", "draft", "--tokens", "200", "--explain"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"diffusion ({tiny_cacheable_path}): diffusion estimated faster")
-    assert "(estimated from the size of smollm2-135m-instruct)" in out
+    assert "(estimated from the size of sharpen-write)" in out
     assert f"(estimated from the size of {tiny_cacheable_path.name})" in out and "settings:" in out
     # Under design, a budget the diffusion estimate breaks sends the draft to AR when AR is faster.
     assert (
-        main(["route", "--kind", "draft", "--tokens", "2000", "--explain", "--budget", "0.001", "--policy", "design"])
+        main(["route", "--kind", "draft", "--tokens", "4000", "--explain", "--budget", "0.001", "--policy", "design"])
         == 0
     )
     out = capsys.readouterr().out
-    assert out.startswith("AR (smollm2-135m-instruct): diffusion estimated")
+    assert out.startswith("AR (sharpen-write): diffusion estimated")
     assert "breaks the 0.0 s budget" in out and "diffusion" in out and " s  " in out
     route = run_json(capsys, "route", "--kind", "complete", "--tokens", "12", "--json")
     assert route["engine"] == "ar" and set(route["estimates"]) == {"ar", "diffusion"}
@@ -78,7 +78,7 @@ def test_corrupt_profile_warns_and_routes_on_defaults(sharpen_home: Path, capsys
 def test_draft_without_a_diffusion_model_goes_to_ar(capsys: pytest.CaptureFixture[str]) -> None:
     no_draft_model(capsys)
     result = run_json(capsys, "draft", "Write a one-line note to Sam.", "--tokens", "40", "--json")
-    assert result["text"].strip() and result["model"] == "smollm2-135m-instruct" and result["engine"] == "ar"
+    assert result["text"].strip() and result["model"] == "sharpen-write" and result["engine"] == "ar"
     assert main(["draft", "Write a note.", "--tokens", "40", "--engine", "diffusion"]) == 1
     assert "diffusion engine was asked for" in capsys.readouterr().err
 
@@ -105,7 +105,7 @@ def test_a_draft_model_measured_far_behind_ar_loses_long_drafts_to_it(
     route = run_json(capsys, "route", "--kind", "draft", "--tokens", "400", "--json")
     assert route["engine"] == "ar", route
     assert (
-        "weak-draft's drafts sit 0.52 behind AR's" in route["reason"]  # 0.55 against SmolLM2's 0.03
+        "weak-draft's drafts sit 0.55 behind AR's" in route["reason"]  # sharpen-write's own drafts are its 0
         and "router.quality_margin (0.30)" in route["reason"]
     )
     # Within the margin, or under another policy, or for an infill, the estimates decide as before.

@@ -43,7 +43,7 @@ def test_compare_prints_both_drafts_and_the_routers_choice(
     assert re.search(r"^  AR +estimated +[\d.]+ s ", out, re.M) and re.search(
         r"^  diffusion +estimated +[\d.]+ s ", out, re.M
     )
-    assert re.search(r"^AR \(smollm2-135m-instruct\): \d+ tokens in [\d.]+ s, [\d.]+ tokens/s, \d+ steps$", out, re.M)
+    assert re.search(r"^AR \(sharpen-write\): \d+ tokens in [\d.]+ s, [\d.]+ tokens/s, \d+ steps$", out, re.M)
     assert re.search(
         r"^diffusion \(tiny-cacheable.gguf\): \d+ tokens in [\d.]+ s, [\d.]+ tokens/s, 8 passes$", out, re.M
     )
@@ -106,7 +106,7 @@ def test_export_svg_shows_both_engines_side_by_side_as_they_happened(
         texts = [t for t in group.iter(f"{SVG}text") if t.get("class") != svg.STATUS_CLASS]
         ordered = sorted(texts, key=lambda t: (float(t.get("y", 0)), float(t.get("x", 0))))
         titles = [t.text for t in ordered if t.get("y") == ordered[0].get("y")]
-        assert titles == ["AR · smollm2-135m-instruct", DIVIDER, "diffusion · tiny-cacheable.gguf"]
+        assert titles == ["AR · sharpen-write", DIVIDER, "diffusion · tiny-cacheable.gguf"]
         body = [t for t in ordered if t.get("class") != svg.SVG_CLASSES[Mark.LABEL]]
         right = [t for t in body if float(t.get("x", 0)) > mid]
         left = [t for t in body if float(t.get("x", 0)) < mid]
@@ -136,7 +136,7 @@ def test_export_cast_and_gif(both_engines: Path, tmp_path: Path, capsys: pytest.
     lines = recording.read_text(encoding="utf-8").splitlines()
     assert json.loads(lines[0])["width"] == 100
     frames = [ANSI.sub("", json.loads(line)[2]) for line in lines[1:-1]]
-    assert all("AR · smollm2-135m-instruct" in frame and "diffusion · tiny-cacheable.gguf" in frame for frame in frames)
+    assert all("AR · sharpen-write" in frame and "diffusion · tiny-cacheable.gguf" in frame for frame in frames)
     assert "diffusion pass 1 of 8" in "".join(frames) and "diffusion done: 8 passes" in frames[-1]
     assert all(cast.CLEAR in json.loads(line)[2] for line in lines[1:-1])
     played = subprocess.run(

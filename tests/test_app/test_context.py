@@ -7,7 +7,7 @@ from app.domain.context import continued_reply, fit_context, suggested_rewrite_t
 from app.domain.draft_request import DraftRequest
 from app.orchestration.drafters import _after_held_back
 from app.service import SharpenService
-from app.storage.config import Config
+from app.storage.config import Config, ModelsSection
 from app.storage.paths import sharpen_paths
 from engines.events import Done, Event, GenerationStats, Token
 from router.request import approximate_tokens
@@ -141,7 +141,8 @@ def test_an_ar_draft_into_one_paragraph_longer_than_the_context_still_runs(sharp
 def test_a_continuation_without_fim_says_the_text_after_was_not_seen(sharpen_home: object) -> None:
     """SmolLM2 declares no FIM tokens: an empty instruction continues the text before the cursor, and the
     reply says the text after it was left out."""
-    service = SharpenService(Config(), sharpen_paths())
+    # Writing on the complete model itself, so the continuation can be held against its own completion.
+    service = SharpenService(Config(models=ModelsSection(write="smollm2-135m-instruct")), sharpen_paths())
     reply = service.draft(
         DraftRequest("draft", before="Dear Sam, thanks for", after="\n\nBest, Ana", tokens=6, engine="ar")
     )

@@ -92,7 +92,7 @@ def test_a_profile_measured_for_other_models_is_stale(sharpen_home: Path, capsys
     current = CostProfile(
         calibrated=True,
         created="2026-01-01T00:00:00+00:00",
-        ar=ArCosts(model="smollm2-135m-instruct"),
+        ar=ArCosts(model="sharpen-write"),
         diffusion=DiffusionCosts(model="sharpen-draft"),
     )
     save_profile(current, sharpen_home / "data" / "calibration.toml", write_atomic)

@@ -19,7 +19,7 @@ from router.request import Request
 
 PROMPTS = ("Write a one-line thank-you note to Sam.", "Say hello to Ana in one sentence.", "Write a short reminder.")
 ASKED = 200
-AR_MODEL = "smollm2-135m-instruct"
+AR_MODEL = "sharpen-write"  # the writing model: the one drafts run on and calibration measures
 
 
 def service_with(draft_model: Path) -> SharpenService:

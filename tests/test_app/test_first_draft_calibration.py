@@ -41,7 +41,7 @@ def test_the_first_draft_measures_both_engines_and_says_so_once(tiny_cacheable_p
     assert "the AR model and the draft model measured on this machine first" in first
     saved, warning = load_profile(service.routing.profile_path, "cpu")
     assert warning is None and saved.calibrated
-    assert saved.ar.measured and saved.ar.model == "smollm2-135m-instruct" and saved.ar.seconds_per_token > 0
+    assert saved.ar.measured and saved.ar.model == "sharpen-write" and saved.ar.seconds_per_token > 0
     assert saved.diffusion.measured and saved.diffusion.model == tiny_cacheable_path.name
     assert saved.diffusion.pass_s_per_position > 0
     assert service.calibrations.needed() == []

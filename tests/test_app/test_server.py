@@ -73,6 +73,7 @@ def test_models_lists_the_router_and_the_configured_models(base_url: str) -> Non
     assert listed == {
         "sharpen": {"role": "router", "engine": None, "present": True},
         "smollm2-135m-instruct": {"role": "complete", "engine": "ar", "present": True},
+        "sharpen-write": {"role": "write", "engine": "ar", "present": True},
         "sharpen-draft": {"role": "draft", "engine": "diffusion", "present": True},
     }
 

@@ -116,7 +116,8 @@ def test_sharpen_serve_starts_and_answers(tmp_path: Path) -> None:
         line = process.stdout.readline()
         assert line.strip() == f"sharpen: serving on http://127.0.0.1:{port}/v1 (OpenAI-compatible; Ctrl+C stops)"
         models = _get_when_up(f"http://127.0.0.1:{port}/v1/models")
-        assert [model["id"] for model in models["data"]] == ["sharpen", "smollm2-135m-instruct", "sharpen-draft"]
+        listed = [model["id"] for model in models["data"]]
+        assert listed == ["sharpen", "smollm2-135m-instruct", "sharpen-write", "sharpen-draft"]
     finally:
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=30) == 0

@@ -150,16 +150,30 @@ def test_drafts_rewrites_and_chat_go_to_the_writing_engine_and_completions_to_th
     assert service.models.in_use_for("smollm2-135m-instruct") == ("complete",)
 
 
-def test_an_empty_models_write_keeps_the_complete_model_for_everything() -> None:
+def test_naming_the_complete_model_writes_without_the_adapter() -> None:
     service_with(write="sharpen-write")
-    assert main(["config", "set", "models.write", ""]) == 0
+    assert main(["config", "set", "models.write", "smollm2-135m-instruct"]) == 0
     service = SharpenService.from_environment()
-    assert service.config.models.write == "" and service.engines.writer() is service.engines.ar()
+    assert service.engines.writer() is service.engines.ar()
     draft = service.draft(DraftRequest("draft", "Say hello.", tokens=4, engine="ar"))
     assert draft.text() is not None and draft.model == "smollm2-135m-instruct"
     assert service.models.in_use_for("smollm2-135m-instruct") == ("complete", "write")
+
+
+def test_an_empty_models_write_is_the_complete_models_writing_adapter_where_one_ships(
+    tiny_llama_path: Path,
+) -> None:
+    service = service_with(write="")
+    assert service.engines.writing_model == "sharpen-write"
+    assert service.models.in_use_for("sharpen-write") == ("write",)
     finding = check_model(service, "write", "")
-    assert finding.status == "ok" and "the complete model (smollm2-135m-instruct) answers" in finding.detail
+    assert finding.status == "ok", finding.detail
+    # Another complete model has no adapter in the catalogue: it writes too, in one engine.
+    other = service_with(complete=str(tiny_llama_path), write="")
+    assert other.engines.writing_model == str(tiny_llama_path)
+    assert other.models.in_use_for(str(tiny_llama_path)) == ("complete", "write")
+    finding = check_model(other, "write", "")
+    assert finding.status == "ok" and f"the complete model ({tiny_llama_path}) answers" in finding.detail
 
 
 def test_the_diffusion_path_refuses_an_ar_adapter_in_one_line(

@@ -193,7 +193,7 @@ async def test_the_first_draft_measures_the_machine_before_it_is_routed(
         assert app.service.calibrations.needed() == []
         profile, _ = app.service.routing.cost_profile()
         assert profile.diffusion.measured and profile.diffusion.model == tiny_cacheable_path.name
-        assert profile.ar.measured and profile.ar.model == "smollm2-135m-instruct"
+        assert profile.ar.measured and profile.ar.model == "sharpen-write"
         assert app.service.routing.profile_path.is_file()
         assert "the AR model and the draft model measured on this machine first" in app.status.info.reason
         app.start_draft(DraftRequest("draft", "Write another note", tokens=48), "Draft")

@@ -69,7 +69,12 @@ class ModelsScreen(ModalScreen[tuple[str, str] | None]):
             yield ProgressBar(total=100, show_eta=False, id="pull-progress")
             yield Label("", id="pull-status")
             models = self.service.config.models
-            writing = models.write or f"{models.complete} (models.write is empty: the complete model writes)"
+            writer = self.service.engines.writing_model
+            writing = models.write or (
+                f"{writer} (models.write is empty: the writing adapter for {models.complete})"
+                if writer != models.complete
+                else f"{models.complete} (models.write is empty: the complete model writes)"
+            )
             yield Label(f"AR drafts, rewrites and chat: {writing}", id="write-model")
             draft = models.draft or "none configured (drafts go to the AR model)"
             yield Label(f"Drafts: {draft}", id="draft-model")
