@@ -342,7 +342,12 @@ def _fetch_resumably(model: HubModel, file: str, revision: str, settings: HubSet
 
     url = hf_hub_url(model.repo, file, revision=revision, endpoint=settings.endpoint)
     headers = build_hf_headers()
-    metadata = get_hf_file_metadata(url, headers=headers, endpoint=settings.endpoint)
+    try:
+        metadata = get_hf_file_metadata(url, headers=headers, endpoint=settings.endpoint)
+    except Exception as error:
+        if _is_connection_problem(error):
+            return  # hf_hub_download says what it can (the cache, or the network is down)
+        raise
     if metadata.xet_file_data is not None or not metadata.etag or not metadata.location:
         return
     repo_folder = "models--" + model.repo.replace("/", "--")
