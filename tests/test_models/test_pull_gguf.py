@@ -63,9 +63,9 @@ def test_sdar_pulled_ready_for_llama_cpp_resumes_each_stage_and_drafts_with_the_
 
     # 1. The server goes away in the middle of the weights: one error line, what came is kept.
     assert main(["models", "pull", "sdar-1.7b-chat", "--gguf"]) != 0
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].startswith("sharpen: error:") and "model.safetensors" in err[-1]
-    assert not any(line.startswith("sharpen: error:") for line in err[:-1])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[-1].startswith("sharpen: error:") and "model.safetensors" in lines[-1]
+    assert not any(line.startswith("sharpen: error:") for line in lines[:-1])
     assert partial_bytes(SDAR_REPO) == CHUNK
     assert [r.range for r in hub.downloads("model.safetensors")] == [None, f"bytes={CHUNK}-"]
 
@@ -182,3 +182,17 @@ def test_models_that_cannot_be_converted_are_one_error_line(
     assert not list(converted_dir().glob("not-sdar*.gguf")) and not list(converted_dir().glob("*.partial"))
     with pytest.raises(PullError, match="cannot be converted"):
         service().models.pull_gguf("dream-7b-instruct")
+
+
+def test_convert_by_name_writes_where_the_name_resolves(
+    hub: FakeHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    serve_checkpoint(hub, tmp_path, SDAR_REPO, "sdar")
+    assert main(["models", "pull", "sdar-1.7b-chat"]) == 0
+    assert service().models.resolve("sdar-1.7b-chat").path.is_dir()  # the checkpoint: torch
+    for quantization in ("F16", "Q8_0"):
+        capsys.readouterr()
+        assert main(["models", "convert", "sdar-1.7b-chat", "--quantization", quantization]) == 0
+        assert "sharpen models use sdar-1.7b-chat --for draft" in capsys.readouterr().out
+    assert sorted(p.name for p in converted_dir().glob("*.gguf")) == ["sdar-1.7b-chat.Q8_0.gguf"]
+    assert service().models.resolve("sdar-1.7b-chat").path == converted_dir() / "sdar-1.7b-chat.Q8_0.gguf"
