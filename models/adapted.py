@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from models.errors import ModelFileError, UnsupportedModel
+from models.file_lock import locked
 from models.gguf_header import read_gguf_header
 from models.gguf_info import (
     BLOCK_CAUSAL_KEY,
@@ -33,7 +34,6 @@ from models.gguf_info import (
     info_from_header,
     inspect_gguf,
 )
-from models.gguf_twin import locked
 from models.hub import sha256_of
 from models.layouts import ggml_rope_rows, gguf_name, hf_rope_rows
 

@@ -18,20 +18,20 @@ the file has, and the head counts are read through a path that looks the key up 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
 import shutil
 import struct
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from gguf import GGUFValueType
 
 from models.errors import ModelFileError
+from models.file_lock import locked
 from models.gguf_header import DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUFHeader, read_gguf_header
 from models.hub import sha256_of
 
@@ -125,17 +125,6 @@ def write_twin(source: Path, folder: Path, progress: TwinProgress | None = None)
         if existing is not None:
             return existing
         return _write(source, folder, progress)
-
-
-@contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock on `path` (created if missing): one writer at a time across processes."""
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _write(source: Path, folder: Path, progress: TwinProgress | None) -> Path:

@@ -1,9 +1,14 @@
 """Downloads from the Hugging Face Hub into the standard HF cache, with progress, resume and checks.
 
 Everything goes through huggingface_hub's own client (hf_hub_download), so files land where every other
-HF tool finds them, an interrupted download resumes from its `.incomplete` file (and a dropped
-connection is retried from where it stopped within one pull), and HF_ENDPOINT, HF_HOME,
-HF_HUB_CACHE and HF_HUB_OFFLINE are honoured. The environment is read at each call, not at import.
+HF tool finds them, a dropped connection is retried from where it stopped within one pull, and HF_ENDPOINT,
+HF_HOME, HF_HUB_CACHE and HF_HUB_OFFLINE are honoured. The environment is read at each call, not at import.
+
+An interrupted pull resumes where it stopped: huggingface_hub (2.4 on) deletes the partial file of a download
+that fails, so a file served over plain HTTP is first fetched by huggingface_hub's own http_get into
+`blobs/<etag>.sharpen-partial`, which outlives an interruption and is resumed by a Range request, and moved
+into place when whole; hf_hub_download then finds the blob and links it into the snapshot. A file served
+through Xet is left to hf_hub_download (and Xet's own transfer).
 
 After a download every file is checked against its content hash: the catalogue's sha256 where it
 gives one, else the hash the Hub stores the file under (an LFS sha256, or a git blob id). A file that
@@ -23,10 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from models.errors import ModelError
+from models.file_lock import locked
 
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 SHA1 = re.compile(r"^[0-9a-f]{40}$")
 DEFAULT_ENDPOINT = "https://huggingface.co"
+PARTIAL_SUFFIX = ".sharpen-partial"
 # What a checkpoint folder needs: config, weights, tokenizer. Never remote code (*.py) or pickles (*.bin).
 CHECKPOINT_PATTERNS = ("*.json", "*.safetensors", "*.txt", "*.model", "*.tiktoken", "*.jinja")
 
@@ -75,6 +82,10 @@ class PullProgress:
     file_count: int
     done_bytes: int
     total_bytes: int | None
+    # The whole pull so far (the files before this one, whether fetched now or found in the cache, and this
+    # one's bytes), and in all where the Hub gave every file's size (else None).
+    pull_done_bytes: int = 0
+    pull_total_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -88,8 +99,26 @@ class PullResult:
 ProgressCallback = Callable[[PullProgress], None]
 
 
-def _progress_class(callback: ProgressCallback, model: str, file: str, index: int, count: int) -> type:
+@dataclass(frozen=True)
+class _PullPlace:
+    """Where one file sits in a pull: its name, its place, the bytes of the files before it, the bytes in all."""
+
+    model: str
+    file: str
+    index: int  # 1-based
+    count: int
+    before: int
+    all_bytes: int | None
+
+
+def _progress_class(callback: ProgressCallback, place: _PullPlace) -> type:
     from tqdm.auto import tqdm
+
+    def event(done: int, total: int | None) -> PullProgress:
+        all_bytes = place.all_bytes if place.all_bytes is not None else (total if place.count == 1 else None)
+        return PullProgress(
+            place.model, place.file, place.index, place.count, done, total, place.before + done, all_bytes
+        )
 
     class Progress(tqdm):
         """huggingface_hub's byte counter, turned into PullProgress events (and no terminal output)."""
@@ -99,11 +128,11 @@ def _progress_class(callback: ProgressCallback, model: str, file: str, index: in
             self._sharpen_total = kwargs.get("total")
             self._sharpen_done = int(kwargs.get("initial") or 0)
             super().__init__(*args, **kwargs)
-            callback(PullProgress(model, file, index, count, self._sharpen_done, self._sharpen_total))
+            callback(event(self._sharpen_done, self._sharpen_total))
 
         def update(self, n: float | None = 1) -> bool | None:
             self._sharpen_done += int(n or 0)
-            callback(PullProgress(model, file, index, count, self._sharpen_done, self._sharpen_total))
+            callback(event(self._sharpen_done, self._sharpen_total))
             return super().update(n)
 
     return Progress
@@ -225,20 +254,21 @@ def _translate(error: Exception, model: HubModel, settings: HubSettings, file: s
         )
     if isinstance(error, EntryNotFoundError):
         return PullError(f"{where} does not exist in {model.repo} at revision {model.revision!r}")
-    return PullError(f"downloading {where} from {settings.endpoint} failed: {type(error).__name__}: {error}")
+    detail = "; ".join(line.strip() for line in str(error).splitlines() if line.strip())  # the Hub's run over lines
+    return PullError(f"downloading {where} from {settings.endpoint} failed: {type(error).__name__}: {detail}")
 
 
-def _checkpoint_files(model: HubModel, settings: HubSettings) -> tuple[str, list[str]]:
-    """(commit, files to fetch) for a whole checkpoint."""
+def _checkpoint_files(model: HubModel, settings: HubSettings) -> tuple[str, dict[str, int | None]]:
+    """(commit, files to fetch with their sizes where the Hub gives them) for a whole checkpoint."""
     from huggingface_hub import HfApi
 
     api = HfApi(endpoint=settings.endpoint)
-    info = api.model_info(model.repo, revision=model.revision)
-    names = [s.rfilename for s in info.siblings or []]
-    wanted = [n for n in names if any(fnmatch.fnmatch(n.rsplit("/", 1)[-1], p) for p in CHECKPOINT_PATTERNS)]
+    info = api.model_info(model.repo, revision=model.revision, files_metadata=True)
+    sizes = {s.rfilename: s.size for s in info.siblings or []}
+    wanted = [n for n in sizes if any(fnmatch.fnmatch(n.rsplit("/", 1)[-1], p) for p in CHECKPOINT_PATTERNS)]
     if not any(n.endswith(".safetensors") for n in wanted):
         raise PullError(f"{model.repo} has no safetensors weights; Sharpen loads no pickled (.bin) checkpoints")
-    return str(info.sha), sorted(wanted)
+    return str(info.sha), {name: sizes[name] for name in sorted(wanted)}
 
 
 def pull(
@@ -252,8 +282,9 @@ def pull(
 
     settings = settings or HubSettings.from_environment()
     callback = progress or (lambda _event: None)
+    sizes: dict[str, int | None]
     if model.file is not None:
-        revision, files = model.revision, [model.file]
+        revision, sizes = model.revision, {model.file: None}
     elif settings.offline:
         folder = cached_path(model, settings)
         if folder is None:
@@ -261,7 +292,7 @@ def pull(
         return _verified_result(model, folder, [p.name for p in folder.iterdir()], 0)
     else:
         try:
-            revision, files = _checkpoint_files(model, settings)
+            revision, sizes = _checkpoint_files(model, settings)
         except PullError:
             raise
         except Exception as error:  # huggingface_hub and httpx raise many kinds
@@ -269,13 +300,19 @@ def pull(
             if cached is not None and _is_connection_problem(error):
                 return _verified_result(model, cached, [p.name for p in cached.iterdir()], 0)
             raise _translate(error, model, settings, None) from error
-    downloaded = 0  # files fetched now, as opposed to found in the cache
+    files = list(sizes)
+    known = [size for size in sizes.values() if size is not None]
+    all_bytes = sum(known) if len(known) == len(files) else None
+    downloaded, before = 0, 0  # files fetched now, as opposed to found in the cache; the bytes before this file
     paths: list[Path] = []
     for index, file in enumerate(files, start=1):
         was_cached = isinstance(
             try_to_load_from_cache(model.repo, file, cache_dir=settings.cache_dir, revision=revision), str
         )
+        progress_class = _progress_class(callback, _PullPlace(model.name, file, index, len(files), before, all_bytes))
         try:
+            if not was_cached and not settings.offline:
+                _fetch_resumably(model, file, revision, settings, progress_class)
             path = hf_hub_download(
                 model.repo,
                 file,
@@ -283,16 +320,58 @@ def pull(
                 cache_dir=settings.cache_dir,
                 endpoint=settings.endpoint,
                 local_files_only=settings.offline,
-                tqdm_class=_progress_class(callback, model.name, file, index, len(files)),
+                tqdm_class=progress_class,
             )
         except Exception as error:  # translated into one clear message
             raise _translate(error, model, settings, file) from error
         downloaded += not was_cached
         paths.append(Path(path))
+        before += sizes[file] or 0
     if model.file is not None:
         return _verified_result(model, paths[0], [paths[0].name], downloaded)
     _write_ref(settings, model, revision)
     return _verified_result(model, _snapshot_root(paths[0], files[0]), files, downloaded)
+
+
+def _fetch_resumably(model: HubModel, file: str, revision: str, settings: HubSettings, progress: type) -> None:
+    """Download `file` into the cache's blobs through a partial file that an interrupted pull leaves for the
+    next one to resume (see the module's note). A file served through Xet is left to hf_hub_download."""
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+    from huggingface_hub.file_download import http_get
+    from huggingface_hub.utils import build_hf_headers
+
+    url = hf_hub_url(model.repo, file, revision=revision, endpoint=settings.endpoint)
+    headers = build_hf_headers()
+    try:
+        metadata = get_hf_file_metadata(url, headers=headers, endpoint=settings.endpoint)
+    except Exception as error:
+        if _is_connection_problem(error):
+            return  # hf_hub_download says what it can (the cache, or the network is down)
+        raise
+    if metadata.xet_file_data is not None or not metadata.etag or not metadata.location:
+        return
+    repo_folder = "models--" + model.repo.replace("/", "--")
+    blobs, locks = settings.cache_dir / repo_folder / "blobs", settings.cache_dir / ".locks" / repo_folder
+    blob, partial = blobs / metadata.etag, blobs / (metadata.etag + PARTIAL_SUFFIX)
+    blobs.mkdir(parents=True, exist_ok=True)
+    locks.mkdir(parents=True, exist_ok=True)
+    with locked(locks / (metadata.etag + PARTIAL_SUFFIX + ".lock")):
+        if blob.exists():
+            return
+        done = partial.stat().st_size if partial.exists() else 0
+        if metadata.size is not None and done > metadata.size:
+            partial.unlink()
+            done = 0
+        with partial.open("ab") as handle:
+            http_get(
+                metadata.location,
+                handle,
+                resume_size=done,
+                headers=headers,
+                expected_size=metadata.size,
+                tqdm_class=progress,
+            )
+        os.replace(partial, blob)
 
 
 def _snapshot_root(path: Path, name: str) -> Path:

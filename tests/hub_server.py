@@ -2,8 +2,10 @@
 
 It answers what huggingface_hub asks for: `HEAD/GET /{repo}/resolve/{revision}/{file}` (with the
 commit, etag and size headers, and Range requests), `GET /api/models/{repo}/revision/{revision}` and
-`GET /api/models/{repo}/tree/{revision}`; unknown repos and files get the Hub's error codes. Faults are
-injected per file: drop the connection after some bytes, or serve corrupted bytes under the right hash.
+`GET /api/models/{repo}/tree/{revision}` (file sizes where `?blobs=True` asks, as the Hub gives them); unknown
+repos and files get the Hub's error codes. Faults are injected per file: drop the connection at a byte of the
+file (and then, if asked, answer 503 until the test clears it: a server gone away mid-download), or serve
+corrupted bytes under the right hash.
 Every request is recorded, so tests can assert on what the client did (a Range request on resume).
 """
 
@@ -14,15 +16,16 @@ import json
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import unquote, urlparse
+from urllib.parse import parse_qs, unquote, urlparse
 
 
 @dataclass
 class HubFile:
     content: bytes
     lfs: bool = True  # LFS files are addressed by sha256, small git files by their git blob id
-    drop_after: int | None = None  # close the connection after this many bytes, `drops` times
+    drop_after: int | None = None  # close the connection when it reaches this byte of the file, `drops` times
     drops: int = 0
+    gone_after_drops: bool = False  # once the drops are spent, answer 503 (the server went away)
     corrupt: bool = False  # serve other bytes of the same size under the true hash
 
     @property
@@ -92,16 +95,17 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(body)
 
         def _answer(self, *, head: bool) -> None:
-            path = unquote(urlparse(self.path).path)
+            url = urlparse(self.path)
+            path = unquote(url.path)
             hub.requests.append(Request(self.command, path, self.headers.get("Range")))
             parts = path.strip("/").split("/")
             if parts[:2] == ["api", "models"]:
-                return self._api(parts[2:])
+                return self._api(parts[2:], blobs=parse_qs(url.query).get("blobs", [""])[0].lower() == "true")
             if len(parts) >= 5 and parts[2] == "resolve":
                 return self._file("/".join(parts[:2]), parts[3], "/".join(parts[4:]), head)
             return self._error(404, "EntryNotFound", "no such route")
 
-        def _api(self, parts: list[str]) -> None:
+        def _api(self, parts: list[str], *, blobs: bool) -> None:
             repo_id = "/".join(parts[:2])
             repo = hub.repos.get(repo_id)
             if repo is None:
@@ -112,7 +116,10 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
                         "id": repo_id,
                         "modelId": repo_id,
                         "sha": repo.commit,
-                        "siblings": [{"rfilename": name} for name in repo.files],
+                        "siblings": [
+                            {"rfilename": name} | ({"size": len(file.content)} if blobs else {})
+                            for name, file in repo.files.items()
+                        ],
                     }
                 )
             if parts[2:3] == ["tree"]:
@@ -135,6 +142,8 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             file = repo.files.get(name)
             if file is None:
                 return self._error(404, "EntryNotFound", f"{name} does not exist")
+            if file.gone_after_drops and file.drops == 0 and not head:
+                return self._error(503, "Unavailable", "the server went away")
             content = bytes(b ^ 0xFF for b in file.content) if file.corrupt else file.content
             start = 0
             requested = self.headers.get("Range")
@@ -151,9 +160,9 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             if head:
                 return None
-            if file.drop_after is not None and file.drops > 0 and len(body) > file.drop_after:
+            if file.drop_after is not None and file.drops > 0 and start < file.drop_after < len(content):
                 file.drops -= 1
-                self.wfile.write(body[: file.drop_after])
+                self.wfile.write(content[start : file.drop_after])
                 self.wfile.flush()
                 self.close_connection = True
                 return None

@@ -12,11 +12,20 @@ from pathlib import Path
 from app.cli.common import Command, gb, service
 from app.orchestration.model_manager import ROLES
 from app.storage.config import set_value
-from models.checkpoint_gguf import QUANTIZATIONS, write_checkpoint_gguf
+from models.checkpoint_gguf import QUANTIZATIONS
 from models.errors import ModelError
 from models.gguf_info import inspect_gguf
+from models.gguf_pull import StageProgress
 from models.hf_checkpoint import inspect_checkpoint
-from models.hub import PullProgress
+from models.hub import PullError, PullProgress
+
+BAR_WIDTH = 24
+
+
+def quantization_argument(parser: argparse.ArgumentParser, *, default: str | None) -> None:
+    parser.add_argument(
+        "--quantization", choices=QUANTIZATIONS, default=default, help="of the GGUF's weight matrices (Q8_0)"
+    )
 
 
 def models_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,6 +37,17 @@ def models_arguments(parser: argparse.ArgumentParser) -> None:
     pull.add_argument("name")
     pull.add_argument("--offline", action="store_true", help="use only the local cache (as HF_HUB_OFFLINE=1)")
     pull.add_argument("--force", action="store_true", help="download even if it does not fit this machine")
+    pull.add_argument(
+        "--gguf",
+        action="store_true",
+        help="a block-causal checkpoint (SDAR, Fast-dLLM v2) ready for llama.cpp: download, convert, check",
+    )
+    quantization_argument(pull, default=None)
+    pull.add_argument(
+        "--drop-safetensors",
+        action="store_true",
+        help="with --gguf: remove the safetensors from the HF cache once the GGUF is checked (torch needs them)",
+    )
     remove = actions.add_parser("rm", help="delete a downloaded model from the HF cache")
     remove.add_argument("name")
     info = actions.add_parser("info", help="everything about one model: source, size, needs, file details")
@@ -42,7 +62,7 @@ def models_arguments(parser: argparse.ArgumentParser) -> None:
     )
     convert.add_argument("source", help="a checkpoint folder, or the catalogue name of a downloaded one")
     convert.add_argument("--out", type=Path, help="the GGUF to write (default: in Sharpen's data dir)")
-    convert.add_argument("--quantization", choices=QUANTIZATIONS, default="Q8_0", help="of the weight matrices")
+    quantization_argument(convert, default="Q8_0")
 
 
 def models(args: argparse.Namespace) -> int:
@@ -66,9 +86,12 @@ def list_models(args: argparse.Namespace) -> int:
         entry = status.entry
         used = f"  [in use for {', '.join(status.in_use_for)}]" if status.in_use_for else ""
         fit = "" if status.fit.fits else "  (too big for this machine)"
-        print(f"{entry.name:26} {entry.role:9} {entry.engine:16} {status.size_label:>11}{used}{fit}")
+        print(f"{entry.name:26} {entry.role:9} {status.engine:16} {status.size_label:>11}{used}{fit}")
         print(f"    {entry.description}")
-    print("\n`sharpen models pull NAME` downloads one; `sharpen models use NAME --for complete|write|draft` switches.")
+    print(
+        "\n`sharpen models pull NAME` downloads one (`--gguf`: an SDAR or Fast-dLLM v2 model ready for llama.cpp); "
+        "`sharpen models use NAME --for complete|write|draft` switches."
+    )
     return 0
 
 
@@ -112,12 +135,23 @@ class ProgressLine:
             self.last_decile[key] = int(share * 10)
             print(line, file=sys.stderr, flush=True)
 
+    def stage(self, event: StageProgress) -> None:
+        """One bar for a pull ready for llama.cpp: the download and the conversion are stages of it."""
+        filled = round(event.share * BAR_WIDTH)
+        line = f"{event.model}: [{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {event.share:6.1%} {event.detail}"
+        self._step("stages", line, event.share)
+
     def finish(self) -> None:
         if self.tty:
             print(file=sys.stderr)
 
 
 def pull_model(args: argparse.Namespace) -> int:
+    if args.gguf:
+        return pull_gguf(args)
+    if args.quantization or args.drop_safetensors:
+        flag = "--quantization" if args.quantization else "--drop-safetensors"
+        raise PullError(f"{flag} goes with --gguf (`sharpen models pull {args.name} --gguf {flag} ...`)")
     progress = ProgressLine()
     models = service().models
     try:
@@ -134,6 +168,45 @@ def pull_model(args: argparse.Namespace) -> int:
             note = models.served_file(result.path, write=False).note
             if note:
                 print(f"{args.name}: {note}")
+    return 0
+
+
+def pull_gguf(args: argparse.Namespace) -> int:
+    sharpen = service()
+    progress = ProgressLine()
+    try:
+        pulled = sharpen.models.pull_gguf(
+            args.name,
+            quantization=args.quantization or "Q8_0",
+            drop_safetensors=args.drop_safetensors,
+            offline=args.offline,
+            force=args.force,
+            progress=progress.stage,
+        )
+    finally:
+        progress.finish()
+    download = pulled.download
+    if download is None:
+        done = "its GGUF was already written"
+    else:
+        fetched = f"downloaded {download.downloaded_files} file(s)" if download.downloaded_files else "in the cache"
+        converted = "converted" if pulled.converted else "its GGUF was already written"
+        done = f"{fetched}, {download.verified_files} file(s) verified, {converted}"
+    print(f"{args.name}: {done}, checked ({gb(pulled.gguf.stat().st_size)})")
+    print(pulled.gguf)
+    entry = sharpen.models.entry(args.name)
+    runs = [f"the {entry.decoding_sampler} sampler"]
+    if entry.decoding_block_length:
+        runs.insert(0, f"blocks of {entry.decoding_block_length}")
+    if entry.decoding_threshold:
+        runs.append(f"threshold {entry.decoding_threshold:g}")
+    print(f"{args.name} drafts on llama.cpp with {', '.join(runs)}: sharpen models use {args.name} --for draft")
+    if pulled.dropped_bytes:
+        print(f"{args.name}: its safetensors were removed from the Hugging Face cache ({gb(pulled.dropped_bytes)})")
+    elif not args.drop_safetensors:
+        print(
+            f"{args.name}: its safetensors stay in the Hugging Face cache for torch (--drop-safetensors removes them)"
+        )
     return 0
 
 
@@ -172,19 +245,18 @@ def use_model(args: argparse.Namespace) -> int:
 
 
 def convert_model(args: argparse.Namespace) -> int:
-    sharpen = service()
-    folder = Path(args.source).expanduser()
-    if not folder.is_dir():
-        folder = sharpen.models.resolve(args.source).path
-    target = args.out or sharpen.paths.data_dir / "converted" / f"{folder.name}.{args.quantization}.gguf"
-    target.parent.mkdir(parents=True, exist_ok=True)
+    models = service().models
     progress = ProgressLine()
     try:
-        written = write_checkpoint_gguf(folder, target, args.quantization, progress.converted)
+        written = models.convert(args.source, args.quantization, args.out, progress.converted)
     finally:
         progress.finish()
     print(f"{written} ({gb(written.stat().st_size)})")
-    print(f"use it for drafts: sharpen config set models.draft {written}")
+    by_name = args.out is None and args.source in models.catalogue()
+    if by_name:
+        print(f"use it for drafts: sharpen models use {args.source} --for draft  (its name now runs this GGUF)")
+    else:
+        print(f"use it for drafts: sharpen config set models.draft {written}")
     return 0
 
 

@@ -140,7 +140,8 @@ class EngineRegistry:
         if chosen != "auto":
             return chosen
         entry = model.entry
-        if entry is not None and entry.format == "hf-safetensors" and entry.quantization in ("nf4", "int8"):
+        checkpoint = entry is not None and entry.format == "hf-safetensors" and is_checkpoint_folder(model.path)
+        if checkpoint and entry is not None and entry.quantization in ("nf4", "int8"):
             return entry.quantization
         return "none"
 

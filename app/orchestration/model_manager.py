@@ -22,9 +22,20 @@ from models.adapted import (
     write_merge,
 )
 from models.catalogue import CatalogueEntry, ResolvedModel, catalogue, resolve_model, writer_for
+from models.checkpoint_gguf import Quantization, write_checkpoint_gguf
 from models.errors import ModelError, ModelFileError, UnknownModel, UnsupportedModel
+from models.file_lock import locked
 from models.fit import FitVerdict, Machine, check_fit, require_disk, require_fit, this_machine
 from models.gguf_info import GGUFInfo, inspect_gguf
+from models.gguf_pull import (
+    OneBar,
+    StageCallback,
+    convert_once,
+    converted_gguf,
+    converts_to_gguf,
+    current_gguf,
+    remove_ggufs,
+)
 from models.gguf_twin import (
     TwinError,
     TwinProgress,
@@ -70,6 +81,17 @@ def size_on_disk(path: Path) -> int:
 
 
 @dataclass(frozen=True)
+class GGUFPull:
+    """A block-causal model pulled ready for llama.cpp: its GGUF, the download (None: the GGUF was there and
+    nothing was fetched), whether the GGUF was written now, and the bytes freed by dropping the safetensors."""
+
+    gguf: Path
+    download: PullResult | None
+    converted: bool
+    dropped_bytes: int
+
+
+@dataclass(frozen=True)
 class ModelStatus:
     """A catalogue entry as this machine has it: where it is, its size, what it serves, whether it fits."""
 
@@ -88,6 +110,19 @@ class ModelStatus:
         return self.size_bytes is not None or self.entry.is_remote
 
     @property
+    def runs_on(self) -> str:
+        """torch for a checkpoint folder (or a torch entry not present), else llama.cpp (a GGUF, or its server)."""
+        if self.path is not None and self.present:
+            return "torch" if self.path.is_dir() else "llama.cpp"
+        return "torch" if self.entry.engine.startswith("torch") else "llama.cpp"
+
+    @property
+    def engine(self) -> str:
+        """The entry's engine, or llama-diffusion for a torch entry whose GGUF was written."""
+        converted = self.entry.engine == "torch-diffusion" and self.runs_on == "llama.cpp"
+        return "llama-diffusion" if converted else self.entry.engine
+
+    @property
     def size_label(self) -> str:
         if self.size_bytes:
             return f"{self.size_bytes / 1e6:,.0f} MB"
@@ -102,7 +137,8 @@ class ModelStatus:
         return {
             "name": entry.name,
             "role": entry.role,
-            "engine": entry.engine,
+            "engine": self.engine,
+            "runs_on": self.runs_on,
             "description": entry.description,
             "path": str(self.path) if self.path else None,
             "present": self.present,
@@ -130,7 +166,18 @@ class ModelManager:
         return self._catalogue
 
     def resolve(self, name: str) -> ResolvedModel:
-        return resolve_model(name, self.catalogue())
+        """A catalogue name or a path, on disk. A block-causal checkpoint's entry resolves to its GGUF once one
+        was written (`models pull NAME --gguf`, `models convert NAME`): it runs on llama.cpp; until then, to the
+        checkpoint in the Hugging Face cache (torch)."""
+        entry = self.catalogue().get(name)
+        return self._located(entry) if entry is not None else resolve_model(name, self.catalogue())
+
+    def _located(self, entry: CatalogueEntry) -> ResolvedModel:
+        if converts_to_gguf(entry):
+            gguf = current_gguf(self.converted_dir, entry.name)
+            if gguf is not None:
+                return ResolvedModel(entry.name, gguf, entry)
+        return resolve_model(entry.name, {entry.name: entry})
 
     def adapted(self, adapter: Path) -> AdaptedModel:
         """An adapter GGUF with its base: the catalogue entry whose sha256 is the base's, its file
@@ -170,7 +217,7 @@ class ModelManager:
         if entry.is_remote:
             return ModelStatus(entry, None, None, self.in_use_for(entry.name), check_fit(entry, machine))
         try:
-            path: Path | None = resolve_model(entry.name, {entry.name: entry}).path
+            path: Path | None = self._located(entry).path
         except ModelError:
             path = None
         present = path is not None and (path.is_file() or is_checkpoint_folder(path))
@@ -215,6 +262,10 @@ class ModelManager:
                     info["cache"] = f"{mode}; " + (served.note or "the file has a KV cache")
                 elif adapter is not None:
                     info["served"] = self.served_ar(status.path, write=False).note
+                with contextlib.suppress(ModelError):
+                    checkpoint = resolve_model(name, {name: status.entry}).path
+                    if converts_to_gguf(status.entry) and is_checkpoint_folder(checkpoint):
+                        info["checkpoint"] = f"{checkpoint} (the torch backend runs it by this path)"
         return info
 
     def check(self, role: str, name: str, *, fit: bool = True) -> ResolvedModel:
@@ -273,8 +324,66 @@ class ModelManager:
                 self.served_file(result.path, progress=twin_progress)
         return result
 
+    def pull_gguf(
+        self,
+        name: str,
+        *,
+        quantization: Quantization = "Q8_0",
+        drop_safetensors: bool = False,
+        offline: bool = False,
+        force: bool = False,
+        progress: StageCallback | None = None,
+    ) -> GGUFPull:
+        """Pull a block-causal checkpoint (SDAR, Fast-dLLM v2) ready for llama.cpp: download it into the Hugging
+        Face cache, convert it into the data dir and check the GGUF, as stages of one progress bar. Each stage
+        resumes: huggingface_hub resumes the download, a conversion stopped midway starts over, and a GGUF
+        already written is kept (nothing is downloaded then). The safetensors stay in the cache for the torch
+        backend unless `drop_safetensors`."""
+        entry = self.entry(name)
+        if not converts_to_gguf(entry):
+            raise PullError(_why_no_gguf(entry))
+        bar = OneBar(name, progress)
+        target = converted_gguf(self.converted_dir, name, quantization)
+        download, converted = None, False
+        if not target.is_file():
+            download = self.pull(name, offline=offline, force=force, progress=bar.download)
+            bar.stage("download", 1.0, f"downloaded {download.verified_files} file(s), verified")
+            converted = convert_once(download.path, target, quantization, bar.convert)
+            remove_ggufs(self.converted_dir, name, keep=target)
+        bar.stage("check", 0.0, "checking the GGUF")
+        try:
+            self.check("draft", name, fit=False)
+        except ModelError:
+            target.unlink(missing_ok=True)  # the next pull writes it again
+            raise
+        bar.stage("check", 1.0, "checked")
+        dropped = remove(entry.hub_model, HubSettings.from_environment(offline=offline)) if drop_safetensors else 0
+        return GGUFPull(target, download, converted, dropped)
+
+    def convert(
+        self, source: str, quantization: Quantization, out: Path | None, progress: Callable[[int, int], None]
+    ) -> Path:
+        """Write a block-causal checkpoint (a folder, or a catalogue name's) as a GGUF: into `out`, or the data
+        dir. A catalogue name's goes where its name then resolves to (replacing its other quantizations)."""
+        folder = Path(source).expanduser()
+        if folder.is_dir():
+            target = out or self.converted_dir / f"{folder.name}.{quantization}.gguf"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            return write_checkpoint_gguf(folder, target, quantization, progress)
+        entry = self.entry(source)
+        checkpoint = resolve_model(source, {source: entry}).path
+        if out is not None:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            return write_checkpoint_gguf(checkpoint, out, quantization, progress)
+        target = converted_gguf(self.converted_dir, source, quantization)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with locked(target.with_suffix(".lock")):
+            write_checkpoint_gguf(checkpoint, target, quantization, progress)
+        remove_ggufs(self.converted_dir, source, keep=target)
+        return target
+
     def remove(self, name: str) -> int:
-        """Delete a pulled model from the Hugging Face cache; the bytes freed."""
+        """Delete a pulled model from the Hugging Face cache (and the GGUF written from it); the bytes freed."""
         entry = self.entry(name)
         in_use = self.in_use_for(name)
         if in_use:
@@ -290,11 +399,16 @@ class ModelManager:
             raise PullError(
                 f"{entry.name} is not a downloaded model (source {entry.source}); Sharpen will not delete it"
             )
-        return remove(entry.hub_model) + twin_freed
+        return remove(entry.hub_model) + twin_freed + remove_ggufs(self.converted_dir, name)
 
     @property
     def twins_dir(self) -> Path:
         return self.paths.data_dir / "twins"
+
+    @property
+    def converted_dir(self) -> Path:
+        """Block-causal checkpoints written as GGUFs for llama.cpp."""
+        return self.paths.data_dir / "converted"
 
     @property
     def adapters_dir(self) -> Path:
@@ -383,3 +497,13 @@ class ModelManager:
                 action=f"load {model.name}",
                 override="`sharpen config set models.check_fit false` loads it anyway.",
             )
+
+
+def _why_no_gguf(entry: CatalogueEntry) -> str:
+    if entry.format == "gguf":
+        return f"{entry.name} is a GGUF already: `sharpen models pull {entry.name}` downloads it, without --gguf"
+    return (
+        f"{entry.name} cannot be converted to a GGUF: Sharpen converts block-causal checkpoints (SDAR, Fast-dLLM v2, "
+        "whose catalogue entries name decoding_sampler sdar or fast_dllm_v2); LLaDA and Dream have GGUFs of their "
+        "own (`sharpen models list`)"
+    )

@@ -92,3 +92,39 @@ async def test_w_points_writing_at_the_highlighted_model(make_app: AppFactory) -
         await pilot.pause()
         assert app.service.config.models.write == "smollm2-135m-instruct"
         assert 'write = "smollm2-135m-instruct"' in sharpen_paths().config_file.read_text()
+
+
+async def test_g_pulls_an_sdar_model_ready_for_llama_cpp_then_d_drafts_with_it(
+    make_app: AppFactory, hub: FakeHub, tmp_path: Path
+) -> None:
+    from fixture_checkpoints import random_weights, write_checkpoint
+
+    folder = write_checkpoint(tmp_path / "sdar", "sdar", weights=random_weights("sdar", seed=12))
+    hub.add(
+        "JetLM/SDAR-1.7B-Chat",
+        {p.name: HubFile(p.read_bytes(), lfs=p.suffix == ".safetensors") for p in folder.iterdir()},
+    )
+    app = make_app(config=make_config(autocomplete=False))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.press("f2")
+        screen = app.screen
+        assert isinstance(screen, ModelsScreen)
+        table = screen.query_one("#models", DataTable)
+        table.move_cursor(row=[m.name for m in screen.models].index("smollm2-135m-instruct"))
+        await pilot.press("g")  # not a block-causal checkpoint: nothing pulled
+        assert screen.pulling is None
+        table.move_cursor(row=[m.name for m in screen.models].index("sdar-1.7b-chat"))
+        assert table.get_row("sdar-1.7b-chat")[2] == "torch"
+        await pilot.press("g")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        bar = screen.query_one("#pull-progress", ProgressBar)
+        assert (bar.total, bar.progress) == (100, 100)
+        assert "ready for llama.cpp (sdar-1.7b-chat.Q8_0.gguf), checked" in str(
+            screen.query_one("#pull-status").render()
+        )
+        assert table.get_row("sdar-1.7b-chat")[2] == "llama.cpp"
+        await pilot.press("d")
+        await pilot.pause()
+        assert app.service.config.models.draft == "sdar-1.7b-chat"
+        assert app.service.models.resolve("sdar-1.7b-chat").path.suffix == ".gguf"

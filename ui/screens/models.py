@@ -1,7 +1,8 @@
 """F2: the models Sharpen knows, which are present and fit, which serves what; pull and switch.
 
-Pulls run in a worker thread through the same service as `sharpen models pull`; progress reaches the
-screen as posted messages, at most one per percent, so a fast download never floods the UI thread.
+Pulls run in a worker thread through the same service as `sharpen models pull` (g: `--gguf`, a block-causal
+checkpoint ready for llama.cpp, its download and conversion on the one bar); progress reaches the screen as
+posted messages, at most one per percent, so a fast download never floods the UI thread.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from textual.widgets import DataTable, Label, ProgressBar
 
 from app.errors import SharpenError
 from app.service import SharpenService
+from models.gguf_pull import StageProgress, converts_to_gguf
 from models.hub import PullProgress, PullResult
 
 
@@ -36,9 +38,16 @@ class TwinUpdate(Message):
 
 
 @dataclass
+class StageUpdate(Message):
+    """A pull ready for llama.cpp moving along its one bar."""
+
+    event: StageProgress
+
+
+@dataclass
 class PullFinished(Message):
     name: str
-    result: PullResult | None
+    done: str | None  # what the pull did, or None if it failed
     error: str | None
 
 
@@ -51,6 +60,7 @@ class ModelsScreen(ModalScreen[tuple[str, str] | None]):
         Binding("w", "use('write')", "Use for drafts, rewrites and chat through the AR engine"),
         Binding("d", "use('draft')", "Use for drafts"),
         Binding("p", "pull", "Pull from the Hub"),
+        Binding("g", "pull(True)", "Pull ready for llama.cpp (SDAR, Fast-dLLM v2: download and convert)"),
     ]
 
     def __init__(self, service: SharpenService) -> None:
@@ -62,7 +72,9 @@ class ModelsScreen(ModalScreen[tuple[str, str] | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog wide"):
-            yield Label("Models · c: complete · w: write · d: draft · p: pull · esc: close", classes="title")
+            yield Label(
+                "Models · c: complete · w: write · d: draft · p: pull · g: pull as GGUF · esc: close", classes="title"
+            )
             table: DataTable[str] = DataTable(cursor_type="row", id="models")
             table.add_columns("name", "role", "engine", "size", "fits", "used")
             yield table
@@ -90,8 +102,7 @@ class ModelsScreen(ModalScreen[tuple[str, str] | None]):
         for model in self.models:
             fits = "yes" if model.fit.fits else "no"
             serves = "yes" if model.in_use_for else ""
-            runs_on = "torch" if model.entry.engine.startswith("torch") else "llama.cpp"
-            table.add_row(model.name, model.entry.role, runs_on, model.size_label, fits, serves, key=model.name)
+            table.add_row(model.name, model.entry.role, model.runs_on, model.size_label, fits, serves, key=model.name)
         if table.row_count:
             table.move_cursor(row=min(row, table.row_count - 1))
 
@@ -107,7 +118,7 @@ class ModelsScreen(ModalScreen[tuple[str, str] | None]):
         if name is not None:
             self.dismiss((role, name))
 
-    def action_pull(self) -> None:
+    def action_pull(self, gguf: bool = False) -> None:
         name = self._highlighted()
         if name is None:
             return
@@ -118,12 +129,33 @@ class ModelsScreen(ModalScreen[tuple[str, str] | None]):
         if not model.entry.is_hub:
             self.notify(f"{name} is part of Sharpen or a local file: nothing to pull")
             return
+        if gguf and not converts_to_gguf(model.entry):
+            self.notify(f"{name} is no SDAR or Fast-dLLM v2 checkpoint: p pulls it as it is", severity="warning")
+            return
         self.pulling = name
         self._last_percent = -1
         self.query_one("#pull-progress", ProgressBar).update(total=100, progress=0)
         self.query_one("#pull-progress").display = True
         self.query_one("#pull-status", Label).update(f"pulling {name}…")
-        self._pull(name)
+        if gguf:
+            self._pull_gguf(name)
+        else:
+            self._pull(name)
+
+    @work(thread=True, exclusive=True, group="pull")
+    def _pull_gguf(self, name: str) -> None:
+        def report(event: StageProgress) -> None:
+            percent = int(100 * event.share)
+            if percent != self._last_percent:
+                self._last_percent = percent
+                self.post_message(StageUpdate(event))
+
+        try:
+            pulled = self.service.models.pull_gguf(name, progress=report)
+        except SharpenError as error:
+            self.post_message(PullFinished(name, None, str(error)))
+            return
+        self.post_message(PullFinished(name, f"ready for llama.cpp ({pulled.gguf.name}), checked", None))
 
     @work(thread=True, exclusive=True, group="pull")
     def _pull(self, name: str) -> None:
@@ -144,7 +176,7 @@ class ModelsScreen(ModalScreen[tuple[str, str] | None]):
         except SharpenError as error:
             self.post_message(PullFinished(name, None, str(error)))
             return
-        self.post_message(PullFinished(name, result, None))
+        self.post_message(PullFinished(name, _fetched(result) + ", verified", None))
 
     def on_pull_update(self, message: PullUpdate) -> None:
         event = message.event
@@ -155,6 +187,11 @@ class ModelsScreen(ModalScreen[tuple[str, str] | None]):
             f"pulling {event.model}: {event.file} ({event.file_index}/{event.file_count}), "
             f"{event.done_bytes / 1e6:,.1f} of {(event.total_bytes or 0) / 1e6:,.1f} MB"
         )
+
+    def on_stage_update(self, message: StageUpdate) -> None:
+        event = message.event
+        self.query_one("#pull-progress", ProgressBar).update(total=100, progress=round(100 * event.share))
+        self.query_one("#pull-status", Label).update(f"{event.model}: {event.detail}")
 
     def on_twin_update(self, message: TwinUpdate) -> None:
         self.query_one("#pull-progress", ProgressBar).update(total=message.total, progress=message.done)
@@ -171,11 +208,13 @@ class ModelsScreen(ModalScreen[tuple[str, str] | None]):
             status.update(f"{message.name}: {message.error}")
             self.notify(message.error, severity="error", timeout=10)
             return
-        assert message.result is not None
-        fetched = "downloaded" if message.result.downloaded_files else "already in the cache"
-        status.update(f"{message.name}: {fetched}, verified — press c or d to use it")
+        status.update(f"{message.name}: {message.done} — press c or d to use it")
         self.models = self.service.models.statuses()
         self._fill()
 
     def action_close(self) -> None:
         self.dismiss(None)
+
+
+def _fetched(result: PullResult) -> str:
+    return "downloaded" if result.downloaded_files else "already in the cache"
