@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from models.errors import MissingModelFile, ModelError, UnknownModel
+from models.found.files import FoundFile
 from models.hub import HubModel, cached_path
 from models.remote import OPENAI_PREFIX, BadRemoteSource, is_remote, parse_remote
 
@@ -199,6 +200,8 @@ class ResolvedModel:
     name: str
     path: Path
     entry: CatalogueEntry | None
+    # A GGUF found in another tool's store (Ollama, LM Studio, a models.folders folder, the HF cache).
+    found: FoundFile | None = None
 
 
 def embedded_file(source: str) -> Path:

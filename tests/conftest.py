@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +22,11 @@ def sharpen_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test gets its own config, data, state and cache dirs."""
     home = tmp_path / "sharpen-home"
     monkeypatch.setenv("SHARPEN_HOME", str(home))
+    # Sharpen lists the models in Ollama's store and LM Studio's folders, found under HOME and OLLAMA_MODELS:
+    # an empty home, so no test reads the real ones (the HF cache stays where it is).
+    monkeypatch.setenv("HF_HOME", os.environ.get("HF_HOME") or str(Path.home() / ".cache" / "huggingface"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path / "ollama-models"))
     for key in ("SHARPEN_API_KEY", "SHARPEN_REMOTE_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(key, raising=False)
     return home

@@ -24,6 +24,9 @@ from models.adapted import (
 from models.catalogue import CatalogueEntry, ResolvedModel, catalogue, resolve_model
 from models.errors import ModelError, ModelFileError, UnknownModel, UnsupportedModel
 from models.fit import FitVerdict, Machine, check_fit, require_disk, require_fit, this_machine
+from models.found.files import Skipped
+from models.found.precedence import resolve_name
+from models.found.stores import STORE_LABELS, FoundIndex, FoundModel, StoreContents, examine, scan_stores
 from models.gguf_info import GGUFInfo, inspect_gguf
 from models.gguf_twin import (
     TwinError,
@@ -54,6 +57,19 @@ class ServedFile:
     note: str
     # A LoRA adapter llama.cpp applies to `path` at load (Sharpen's adapters, models/adapted.py).
     adapter: Path | None = None
+
+
+@dataclass(frozen=True)
+class Serving:
+    """The model that serves a role now: the configured one, or (its file gone) the embedded one, and why."""
+
+    configured: str
+    name: str
+    note: str = ""
+
+
+# What each role's model does, for the line that says another model stands in for it.
+ROLE_WORK = {"complete": "completions", "write": "AR drafts, rewrites and chat", "draft": "drafts"}
 
 
 def writing_model(models: ModelsSection) -> str:
@@ -122,6 +138,7 @@ class ModelManager:
         self.paths = paths
         self._config = config
         self._catalogue: dict[str, CatalogueEntry] | None = None
+        self._found: FoundIndex | None = None
 
     def catalogue(self) -> dict[str, CatalogueEntry]:
         if self._catalogue is None:
@@ -129,7 +146,77 @@ class ModelManager:
         return self._catalogue
 
     def resolve(self, name: str) -> ResolvedModel:
-        return resolve_model(name, self.catalogue())
+        """A path, a catalogue name or a found model's name as a model on disk (models/found/precedence.py)."""
+        return resolve_name(name, self.catalogue(), self.found_index)
+
+    def found_index(self, *, refresh: bool = False) -> FoundIndex:
+        """The models in other tools' stores, by name (directories and manifests only), scanned once per
+        session unless `refresh`: listing the models scans again."""
+        if self._found is None or refresh:
+            cache = HubSettings.from_environment().cache_dir
+            self._found = FoundIndex(scan_stores(Path.home(), cache, self._config().models.folders))
+        return self._found
+
+    def found_stores(self) -> list[StoreContents]:
+        """Each store's GGUFs with what their headers say (scanned afresh), and what was skipped there and why.
+        A file a catalogue entry names is left to the catalogue's listing; one two stores share, to the first."""
+        index = self.found_index(refresh=True)
+        catalogued: dict[Path, str] = {}
+        for entry in self.catalogue().values():
+            if not entry.is_remote:
+                with contextlib.suppress(ModelError, OSError):
+                    catalogued[resolve_model(entry.name, {entry.name: entry}).path.absolute()] = entry.name
+        listed = {id(file) for file in index.files}
+        stores = []
+        for scan in index.scans:
+            contents = StoreContents(scan, [], list(scan.skipped))
+            for file in scan.files:
+                entry_name = catalogued.get(file.path.absolute())
+                examined = examine(file) if entry_name is None and id(file) in listed else None
+                if entry_name is not None:
+                    contents.skipped.append(Skipped(file.store, file.name, f"the catalogue lists it as {entry_name}"))
+                elif isinstance(examined, Skipped):
+                    contents.skipped.append(examined)
+                elif examined is not None:
+                    contents.models.append(examined)
+            stores.append(contents)
+        return stores
+
+    def found_models(self) -> tuple[list[FoundModel], list[Skipped]]:
+        """Every store's models and skipped files together."""
+        stores = self.found_stores()
+        return [m for s in stores for m in s.models], [k for s in stores for k in s.skipped]
+
+    def missing(self, name: str) -> str | None:
+        """Why a configured model named by a path or a found model's name has no file now; None where it has
+        one, or it is a catalogue or remote model (their absence is reported as it always was), or none."""
+        if not name.strip() or name in self.catalogue():
+            return None
+        try:
+            if self.remote(name) is not None:
+                return None
+            model = self.resolve(name)
+        except UnknownModel:
+            return "no file at that path, and no store holds a model of that name any more"
+        except ModelError as error:
+            return str(error)
+        if model.path.is_file() or is_checkpoint_folder(model.path):
+            return None
+        return f"its file {model.path} is gone (moved or deleted)"
+
+    def serving(self, role: str) -> Serving:
+        """The model that serves `role` now: the configured one, or where its file is gone the role's embedded
+        model (for writing, the complete model's), with the line that says so. The setting itself is kept."""
+        models = self._config().models
+        if role == "write" and not models.write.strip():
+            return self.serving("complete")
+        configured = getattr(models, role)
+        why = self.missing(configured)
+        if why is None:
+            return Serving(configured, configured)
+        stand_in = self.serving("complete").name if role == "write" else getattr(ModelsSection(), role)
+        note = f"models.{role} {configured!r}: {why}; {ROLE_WORK[role]} use {stand_in} until it is back"
+        return Serving(configured, stand_in, note)
 
     def adapted(self, adapter: Path) -> AdaptedModel:
         """An adapter GGUF with its base: the catalogue entry whose sha256 is the base's, its file
@@ -226,7 +313,17 @@ class ModelManager:
                 raise UnsupportedModel(Path(name), "is a remote AR model", "Drafts need a local diffusion model.")
             return ResolvedModel(name=name, path=Path(name), entry=self.catalogue().get(name))
         model = self.resolve(name)
-        path = model.path
+        if model.found is None:
+            return self._checked(role, model, fit=fit)
+        label = f"{model.name} ({STORE_LABELS[model.found.store]})"
+        try:
+            self._require_runnable(model)
+            return self._checked(role, model, fit=fit)
+        except ModelFileError as error:  # said of the name the writer knows, not of a blob's digest
+            raise type(error)(label, error.problem, error.hint) from None
+
+    def _checked(self, role: str, model: ResolvedModel, *, fit: bool) -> ResolvedModel:
+        name, path = model.name, model.path
         if model.entry is not None and fit:
             self.require_fit(model.entry, action=f"use {name}", override="`--force` uses it anyway.")
         if is_checkpoint_folder(path):
@@ -244,6 +341,15 @@ class ModelManager:
                 info.path, f"is a diffusion model ({info.architecture})", "Completions need an autoregressive model."
             )
         return model
+
+    def _require_runnable(self, model: ResolvedModel) -> None:
+        """A found model Sharpen cannot run is refused with the reason its header gives."""
+        assert model.found is not None
+        examined = examine(model.found)
+        if isinstance(examined, Skipped):
+            raise UnsupportedModel(model.path, examined.why)
+        if examined.verdict.runs_as is None:
+            raise UnsupportedModel(model.path, f"is {examined.verdict.reason}")
 
     def pull(
         self,

@@ -51,6 +51,12 @@ class ModelsSection:
         "diffusion model for drafts and rewrites: a catalogue name, a .gguf path or a checkpoint folder; "
         "empty means none configured",
     )
+    folders: str = option(
+        "",
+        "folders of GGUF files listed and usable beside the catalogue (as LM Studio's models folder, any layout), "
+        "separated as PATH is (':'; ';' on Windows); Ollama's store, LM Studio's folders and the HF cache are "
+        "looked in without it",
+    )
     check_fit: bool = option(True, "refuse to load a catalogue model that needs more RAM/GPU memory than is free")
 
 
