@@ -10,7 +10,7 @@ from models.found.stores import STORE_LABELS, StoreContents
 
 
 def check_stores(models: ModelManager) -> list[Finding]:
-    stores = models.found_stores()
+    stores = models.found.stores()
     findings = [_store_finding(contents) for contents in stores if contents.scan.exists]
     absent = [f"{STORE_LABELS[c.scan.store]} {c.scan.root}" for c in stores if not c.scan.exists]
     if absent:

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from app.orchestration.found_stores import FoundStores
 from app.storage.config import Config, ConfigError, ModelsSection, read_raw, user_catalogue
 from app.storage.paths import SharpenPaths
 from engines.diffusion.backend import CacheMode
@@ -25,8 +26,8 @@ from models.catalogue import CatalogueEntry, ResolvedModel, catalogue, resolve_m
 from models.errors import ModelError, ModelFileError, UnknownModel, UnsupportedModel
 from models.fit import FitVerdict, Machine, check_fit, require_disk, require_fit, this_machine
 from models.found.files import Skipped
-from models.found.precedence import resolve_name
-from models.found.stores import STORE_LABELS, FoundIndex, FoundModel, StoreContents, examine, scan_stores
+from models.found.precedence import resolve_name, written_as_found_name
+from models.found.stores import STORE_LABELS, FoundModel
 from models.gguf_info import GGUFInfo, inspect_gguf
 from models.gguf_twin import (
     TwinError,
@@ -138,7 +139,7 @@ class ModelManager:
         self.paths = paths
         self._config = config
         self._catalogue: dict[str, CatalogueEntry] | None = None
-        self._found: FoundIndex | None = None
+        self.found = FoundStores(lambda: self._config().models.folders, self.catalogue)
 
     def catalogue(self) -> dict[str, CatalogueEntry]:
         if self._catalogue is None:
@@ -147,62 +148,32 @@ class ModelManager:
 
     def resolve(self, name: str) -> ResolvedModel:
         """A path, a catalogue name or a found model's name as a model on disk (models/found/precedence.py)."""
-        return resolve_name(name, self.catalogue(), self.found_index)
-
-    def found_index(self, *, refresh: bool = False) -> FoundIndex:
-        """The models in other tools' stores, by name (directories and manifests only), scanned once per
-        session unless `refresh`: listing the models scans again."""
-        if self._found is None or refresh:
-            cache = HubSettings.from_environment().cache_dir
-            self._found = FoundIndex(scan_stores(Path.home(), cache, self._config().models.folders))
-        return self._found
-
-    def found_stores(self) -> list[StoreContents]:
-        """Each store's GGUFs with what their headers say (scanned afresh), and what was skipped there and why.
-        A file a catalogue entry names is left to the catalogue's listing; one two stores share, to the first."""
-        index = self.found_index(refresh=True)
-        catalogued: dict[Path, str] = {}
-        for entry in self.catalogue().values():
-            if not entry.is_remote:
-                with contextlib.suppress(ModelError, OSError):
-                    catalogued[resolve_model(entry.name, {entry.name: entry}).path.absolute()] = entry.name
-        listed = {id(file) for file in index.files}
-        stores = []
-        for scan in index.scans:
-            contents = StoreContents(scan, [], list(scan.skipped))
-            for file in scan.files:
-                entry_name = catalogued.get(file.path.absolute())
-                examined = examine(file) if entry_name is None and id(file) in listed else None
-                if entry_name is not None:
-                    contents.skipped.append(Skipped(file.store, file.name, f"the catalogue lists it as {entry_name}"))
-                elif isinstance(examined, Skipped):
-                    contents.skipped.append(examined)
-                elif examined is not None:
-                    contents.models.append(examined)
-            stores.append(contents)
-        return stores
+        return resolve_name(name, self.catalogue(), self.found.index)
 
     def found_models(self) -> tuple[list[FoundModel], list[Skipped]]:
-        """Every store's models and skipped files together."""
-        stores = self.found_stores()
+        """Every store's models and skipped files together (the stores scanned afresh)."""
+        stores = self.found.stores()
         return [m for s in stores for m in s.models], [k for s in stores for k in s.skipped]
 
     def missing(self, name: str) -> str | None:
-        """Why a configured model named by a path or a found model's name has no file now; None where it has
-        one, or it is a catalogue or remote model (their absence is reported as it always was), or none."""
-        if not name.strip() or name in self.catalogue():
+        """Why a configured model written as a found model's name has no file now; None where it has one, or
+        is a path, a catalogue or remote model (their absence is an error, as it always was), or none is set."""
+        if not written_as_found_name(name) or name in self.catalogue():
             return None
+        model: ResolvedModel | None = None
         try:
             if self.remote(name) is not None:
                 return None
             model = self.resolve(name)
         except UnknownModel:
-            return "no file at that path, and no store holds a model of that name any more"
+            pass
         except ModelError as error:
             return str(error)
-        if model.path.is_file() or is_checkpoint_folder(model.path):
+        if model is not None and (model.path.is_file() or is_checkpoint_folder(model.path)):
             return None
-        return f"its file {model.path} is gone (moved or deleted)"
+        if model is not None and model.found is not None:
+            return f"its file {model.path} is gone (moved or deleted)"
+        return self.found.why_absent(name)
 
     def serving(self, role: str) -> Serving:
         """The model that serves `role` now: the configured one, or where its file is gone the role's embedded
@@ -274,7 +245,11 @@ class ModelManager:
 
     def info(self, name: str) -> dict[str, object]:
         """Everything known about one catalogue model: the entry, where it is, whether it fits, and what
-        the file itself says if it is present."""
+        the file itself says if it is present. A found model: its store, what it runs as, and its header."""
+        if name not in self.catalogue():
+            model = self.resolve(name)
+            if model.found is not None:
+                return self.found.info(model.found) | {"in_use_for": list(self.in_use_for(model.name))}
         status = self.status(self.entry(name), this_machine())
         info: dict[str, object] = {
             key: value for key, value in asdict(status.entry).items() if key != "name" and value not in ("", 0, 0.0)
@@ -317,7 +292,7 @@ class ModelManager:
             return self._checked(role, model, fit=fit)
         label = f"{model.name} ({STORE_LABELS[model.found.store]})"
         try:
-            self._require_runnable(model)
+            self.found.require_runnable(model.found)
             return self._checked(role, model, fit=fit)
         except ModelFileError as error:  # said of the name the writer knows, not of a blob's digest
             raise type(error)(label, error.problem, error.hint) from None
@@ -341,15 +316,6 @@ class ModelManager:
                 info.path, f"is a diffusion model ({info.architecture})", "Completions need an autoregressive model."
             )
         return model
-
-    def _require_runnable(self, model: ResolvedModel) -> None:
-        """A found model Sharpen cannot run is refused with the reason its header gives."""
-        assert model.found is not None
-        examined = examine(model.found)
-        if isinstance(examined, Skipped):
-            raise UnsupportedModel(model.path, examined.why)
-        if examined.verdict.runs_as is None:
-            raise UnsupportedModel(model.path, f"is {examined.verdict.reason}")
 
     def pull(
         self,

@@ -27,3 +27,10 @@ def resolve_name(name: str, entries: Mapping[str, CatalogueEntry], found: Callab
     if match is not None:
         return ResolvedModel(name=match.name, path=match.path, entry=None, found=match)
     return resolve_model(name, entries)
+
+
+def written_as_found_name(name: str) -> bool:
+    """Whether `name` is written as a found model's name (name:tag, publisher/repo, owner/repo/FILE.gguf), not
+    as a path (absolute, or from ~ or .) nor a catalogue name: a configured model of such a name whose file
+    vanishes has the embedded model stand in (a path or a catalogue name that is missing is an error, as it was)."""
+    return (":" in name or "/" in name) and not name.startswith(("/", "~", ".")) and not Path(name).is_absolute()

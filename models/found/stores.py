@@ -129,6 +129,8 @@ def examine(found: FoundFile) -> FoundModel | Skipped:
         return Skipped(found.store, found.name, error.problem)
     except OSError as error:
         return Skipped(found.store, found.name, f"cannot be read ({error.strerror or error})")
+    except (ValueError, KeyError) as error:  # a header whose values the format does not allow
+        return Skipped(found.store, found.name, f"has a header that cannot be read ({error})")
     return FoundModel(found, info, metadata_verdict)
 
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from found_stores import (
+from tool_stores import (
     add_hf_cache_model,
     add_lmstudio_model,
     add_ollama_model,
@@ -95,6 +96,9 @@ def test_use_by_ollama_name_completes_and_drafts_on_llama_cpp(
     assert main(["models", "use", AR_NAME, "--for", "complete"]) == 0
     assert main(["models", "use", DRAFT_NAME, "--for", "draft"]) == 0
     assert capsys.readouterr().out.splitlines() == [f"models.complete = {AR_NAME}", f"models.draft = {DRAFT_NAME}"]
+    assert main(["models", "info", DRAFT_NAME, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["runs_as"] == "diffusion" and info["in_use_for"] == ["draft"] and info["file"]["mask_token_id"] == 16
     assert main(["complete", "The capital of France is", "--max-tokens", "4", "--json"]) == 0
     completed = json.loads(capsys.readouterr().out)
     assert completed["model"] == AR_NAME and completed["text"]
@@ -163,12 +167,18 @@ def test_a_configured_model_whose_file_is_gone_falls_back_to_the_embedded_one(
     capsys.readouterr()
     assert main(["draft", "Write a note.", "--tokens", "16", "--steps", "4", "--engine", "diffusion"]) == 0
     err = capsys.readouterr().err
-    assert f"models.draft '{DRAFT_NAME}': no file at that path, and no store holds a model of that name" in err
+    assert f"models.draft '{DRAFT_NAME}': Ollama lists it, but its model layer sha256-" in err
     assert "drafts use sharpen-draft until it is back" in err
     config = (Path(os.environ["SHARPEN_HOME"]) / "config" / "config.toml").read_text()
     assert f'draft = "{DRAFT_NAME}"' in config, "the setting is kept"
     assert main(["draft", "Write a note.", "--tokens", "16", "--steps", "4", "--engine", "diffusion", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["model"] == "sharpen-draft"
+    shutil.rmtree(stores.ollama / "manifests" / "registry.ollama.ai" / "acme")  # `ollama rm`
+    assert main(["draft", "Write a note.", "--tokens", "16", "--steps", "4", "--engine", "diffusion"]) == 0
+    err = capsys.readouterr().err
+    assert f"models.draft '{DRAFT_NAME}': no file at that path, and no store holds a model of that name" in err
+    assert main(["models", "use", DRAFT_NAME, "--for", "draft"]) == 1
+    assert capsys.readouterr().err.startswith(f"sharpen: error: {DRAFT_NAME}: no such file")
 
 
 def test_doctor_reports_each_store_its_models_and_what_it_skipped(stores: Stores) -> None:

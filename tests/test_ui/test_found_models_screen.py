@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from found_stores import add_lmstudio_model, add_ollama_model, write_vision_projector
 from textual.widgets import DataTable, Label
+from tool_stores import add_lmstudio_model, add_ollama_model, write_vision_projector
 from ui_support import AppFactory, make_config
 
 from app.storage.paths import sharpen_paths
