@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,11 +21,13 @@ def sharpen_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test gets its own config, data, state and cache dirs."""
     home = tmp_path / "sharpen-home"
     monkeypatch.setenv("SHARPEN_HOME", str(home))
-    # Sharpen lists the models in Ollama's store and LM Studio's folders, found under HOME and OLLAMA_MODELS:
-    # an empty home, so no test reads the real ones (the HF cache stays where it is).
-    monkeypatch.setenv("HF_HOME", os.environ.get("HF_HOME") or str(Path.home() / ".cache" / "huggingface"))
+    # Sharpen lists the models found in Ollama's store, LM Studio's folders and the HF cache (HOME, OLLAMA_MODELS,
+    # HF_HOME): empty ones, so no test reads the real ones and every listing is the same on every machine.
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path / "ollama-models"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    for key in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        monkeypatch.delenv(key, raising=False)
     for key in ("SHARPEN_API_KEY", "SHARPEN_REMOTE_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(key, raising=False)
     return home

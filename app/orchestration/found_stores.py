@@ -50,6 +50,7 @@ class FoundStores:
                     contents.skipped.append(Skipped(file.store, file.name, f"the catalogue lists it as {entry_name}"))
                     continue
                 if id(file) not in listed:
+                    contents.skipped.append(Skipped(file.store, file.name, "listed already, from an earlier store"))
                     continue
                 examined = examine(file)
                 if isinstance(examined, Skipped):

@@ -86,14 +86,15 @@ class FoundIndex:
 
     @functools.cached_property
     def files(self) -> list[FoundFile]:
-        """Every found file once (a file two stores share is listed under the first)."""
-        seen: set[Path] = set()
+        """Every found file once: a file two stores share, or a name two folders give (LM Studio's current and
+        older folder), is listed from the first."""
+        seen: set[Path | str] = set()
         unique = []
         for scan in self.scans:
             for found in scan.files:
-                real = found.path.absolute()
-                if real not in seen:
-                    seen.add(real)
+                path = found.path.absolute()
+                if path not in seen and found.name not in seen:
+                    seen |= {path, found.name}
                     unique.append(found)
         return unique
 

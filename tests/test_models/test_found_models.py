@@ -54,8 +54,7 @@ def stores(tmp_path: Path, embedded_model_path: Path, tiny_cacheable_path: Path)
     projector = write_vision_projector(tmp_path / "projector" / "mmproj-f16.gguf")
     add_lmstudio_model(lmstudio, "acme", "vision-GGUF", projector, "mmproj-f16.gguf")
     add_lmstudio_model(lmstudio, "acme", "vision-GGUF", embedded_model_path, "smol-Q4_1.gguf")
-    hf_cache = tmp_path / "hf" / "hub"
-    os.environ["HF_HOME"] = str(tmp_path / "hf")  # restored by conftest's monkeypatch
+    hf_cache = Path(os.environ["HF_HOME"]) / "hub"
     add_hf_cache_model(hf_cache, "owner/smol-GGUF", embedded_model_path, "smol.gguf")
     return Stores(ollama, lmstudio, hf_cache, draft_blob)
 
@@ -219,3 +218,14 @@ def test_architectures_are_read_from_the_llama_cpp_library() -> None:
 def test_split_parts_are_named() -> None:
     assert split_part("Qwen3-32B-Q4_K_M-00002-of-00003.gguf") == (2, 3)
     assert split_part("model.gguf") is None
+
+
+def test_a_name_in_both_lmstudio_folders_is_listed_once(embedded_model_path: Path) -> None:
+    current, older = Path.home() / ".lmstudio" / "models", Path.home() / ".cache" / "lm-studio" / "models"
+    for root in (current, older):
+        add_lmstudio_model(root, "me", "smol", embedded_model_path, "smol.gguf")
+    models = SharpenService.from_environment().models
+    found, skipped = models.found_models()
+    assert [m.name for m in found] == ["me/smol/smol.gguf"] and found[0].file.path.is_relative_to(current)
+    assert [(s.where, s.why) for s in skipped] == [("me/smol/smol.gguf", "listed already, from an earlier store")]
+    assert models.resolve("me/smol").path == found[0].file.path
