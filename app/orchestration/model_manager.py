@@ -345,7 +345,12 @@ class ModelManager:
         return result
 
     def remove(self, name: str) -> int:
-        """Delete a pulled model from the Hugging Face cache; the bytes freed."""
+        """Delete a pulled model from the Hugging Face cache; the bytes freed. A found model is never deleted."""
+        if name not in self.catalogue():
+            found = self.resolve(name).found
+            if found is not None:
+                store = STORE_LABELS[found.store]
+                raise PullError(f"{found.name} is in {store}'s store: Sharpen reads other tools' stores, never deletes")
         entry = self.entry(name)
         in_use = self.in_use_for(name)
         if in_use:

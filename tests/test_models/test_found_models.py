@@ -106,7 +106,10 @@ def test_use_by_ollama_name_completes_and_drafts_on_llama_cpp(
     assert drafted["model"] == DRAFT_NAME and drafted["engine"] == "diffusion"
     assert main(["draft", "Write a note.", "--tokens", "8", "--engine", "ar", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["model"] == AR_NAME
-    assert not any(stores.ollama.rglob("*.partial")), "nothing is written into the store"
+    assert main(["models", "rm", AR_NAME]) == 1
+    refused = capsys.readouterr().err
+    assert f"{AR_NAME} is in Ollama's store: Sharpen reads other tools' stores, never deletes" in refused
+    assert all(blob.is_file() for blob in (stores.ollama / "blobs").iterdir())
 
 
 def test_a_short_name_means_the_one_runnable_file(stores: Stores, capsys: pytest.CaptureFixture[str]) -> None:
