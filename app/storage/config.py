@@ -37,19 +37,19 @@ class ConfigError(Exception):
 class ModelsSection:
     complete: str = option(
         "smollm2-135m-instruct",
-        "model for autocomplete and short instructions: a catalogue name or a .gguf path",
+        "model for autocomplete and short instructions: a catalogue name, a .gguf path or a found model's name",
         not_empty,
     )
     write: str = option(
         "",
         "model for drafts, rewrites and chat replies through the AR engine (ghost text keeps models.complete): a "
-        "catalogue name (an AR model, or a LoRA adapter for one such as sharpen-write), a .gguf path or an "
-        "openai: source; empty means the complete model answers drafts, rewrites and chat",
+        "catalogue name (an AR model, or a LoRA adapter for one such as sharpen-write), a .gguf path, a found "
+        "model's name or an openai: source; empty means the complete model answers drafts, rewrites and chat",
     )
     draft: str = option(
         "sharpen-draft",
-        "diffusion model for drafts and rewrites: a catalogue name, a .gguf path or a checkpoint folder; "
-        "empty means none configured",
+        "diffusion model for drafts and rewrites: a catalogue name, a .gguf path, a found model's name or a "
+        "checkpoint folder; empty means none configured",
     )
     folders: str = option(
         "",
