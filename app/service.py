@@ -81,7 +81,7 @@ class SharpenService:
         job = self.completer.completion(
             prefix, suffix, tokens, cancel, stop=stop, trim=trim, temperature=temperature, top_p=top_p, seed=seed
         )
-        route = Route("ar", self.config.models.complete, tokens, reason="completions are AR", rule="completion")
+        route = Route("ar", self.engines.complete_model, tokens, reason="completions are AR", rule="completion")
         return Reply(route, job, kind="complete")
 
     def chat(
@@ -158,15 +158,19 @@ class SharpenService:
         except NoEngineAvailable as error:
             raise RoutingError(str(error)) from None
 
-    def use_model(self, role: str, name: str, *, force: bool = False) -> None:
-        """Point a role ("complete", "write" or "draft") at a model, in the config file and in this session."""
-        self.engines.use_model(role, name, force=force)
+    def use_model(self, role: str, name: str, *, force: bool = False) -> str:
+        """Point a role ("complete", "write" or "draft") at a model, in the config file and in this session;
+        the name stored (a found model's full name)."""
+        return self.engines.use_model(role, name, force=force)
 
     def _draft_route(self, request: DraftRequest, tokens: int, plan: DiffusionPlan, *, as_asked: bool = False) -> Route:
         """The route, with the document around the cursor counted in the prompt and said in the reason."""
         readable = max(0, self.config.diffusion.n_ctx - tokens)
         routing, document_tokens = routing_request(request, tokens, readable, self.config.router.quality)
         route = self.route(routing, request.policy, plan, as_asked=as_asked)
+        stand_in = self.models.serving("draft" if route.engine == "diffusion" else "write").note
+        if stand_in:
+            route = replace(route, reason=f"{stand_in}; {route.reason}")
         if not document_tokens:
             return route
         reason = f"{route.reason}; the estimates count ~{document_tokens} tokens of the document around the cursor"
@@ -203,7 +207,7 @@ class SharpenService:
         return RoutingSetup(
             # Routes weigh the AR engine that serves drafts, and calibration measures that one: the writing model.
             complete_model=self.engines.writing_model,
-            draft_model=config.models.draft,
+            draft_model=self.models.serving("draft").name,
             draft_cache=config.diffusion.cache,
             gpu_layers=config.ar.n_gpu_layers,
             policy=config.router.policy,

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from models.errors import MissingModelFile, ModelError, UnknownModel
+from models.found.files import FoundFile
 from models.hub import HubModel, cached_path
 from models.remote import OPENAI_PREFIX, BadRemoteSource, is_remote, parse_remote
 
@@ -201,6 +202,8 @@ class ResolvedModel:
     name: str
     path: Path
     entry: CatalogueEntry | None
+    # A GGUF found in another tool's store (Ollama, LM Studio, a models.folders folder, the HF cache).
+    found: FoundFile | None = None
 
 
 def writer_for(complete: str, entries: Mapping[str, CatalogueEntry] | None = None) -> str | None:

@@ -38,5 +38,7 @@ class UnknownModel(ModelError):
     def __init__(self, name: str, known: list[str]) -> None:
         self.name = name
         super().__init__(
-            f"unknown model {name!r}: not in the catalogue ({', '.join(known)}) and not a path to a .gguf file"
+            f"unknown model {name!r}: not in the catalogue ({', '.join(known)}), not a path to a .gguf file and "
+            "not a model found in Ollama's store, LM Studio's folders, models.folders or the HF cache "
+            "(`sharpen models list` shows them)"
         )

@@ -41,6 +41,13 @@ def sharpen_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, merged_embedde
     home = tmp_path / "sharpen-home"
     monkeypatch.setattr(ModelManager, "adapters_dir", property(lambda _self: merged_embedded_adapters))
     monkeypatch.setenv("SHARPEN_HOME", str(home))
+    # Sharpen lists the models found in Ollama's store, LM Studio's folders and the HF cache (HOME, OLLAMA_MODELS,
+    # HF_HOME): empty ones, so no test reads the real ones and every listing is the same on every machine.
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path / "ollama-models"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    for key in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        monkeypatch.delenv(key, raising=False)
     for key in ("SHARPEN_API_KEY", "SHARPEN_REMOTE_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(key, raising=False)
     return home

@@ -410,7 +410,7 @@ class SharpenApp(App[None]):
             return
         role, name = choice
         try:
-            self.service.use_model(role, name)
+            name = self.service.use_model(role, name)
         except SharpenError as error:
             self.notify(str(error), severity="error", timeout=10)
             return

@@ -14,6 +14,7 @@ from app.orchestration.model_manager import ROLES
 from app.storage.config import set_value
 from models.checkpoint_gguf import QUANTIZATIONS
 from models.errors import ModelError
+from models.found.stores import FoundModel
 from models.gguf_info import inspect_gguf
 from models.gguf_pull import StageProgress
 from models.hf_checkpoint import inspect_checkpoint
@@ -54,7 +55,11 @@ def models_arguments(parser: argparse.ArgumentParser) -> None:
     info.add_argument("name")
     info.add_argument("--json", action="store_true")
     use = actions.add_parser("use", help="serve a role with a model (validated first)")
-    use.add_argument("name")
+    use.add_argument(
+        "name",
+        help="an existing path, else a catalogue name, else a found model's name (Ollama's name:tag, LM Studio's "
+        "publisher/repo, an HF repo owner/repo, or the full name `models list` shows)",
+    )
     use.add_argument("--for", dest="role", required=True, choices=ROLES)
     use.add_argument("--force", action="store_true", help="use it even if it does not fit this machine")
     convert = actions.add_parser(
@@ -78,9 +83,13 @@ def models(args: argparse.Namespace) -> int:
 
 
 def list_models(args: argparse.Namespace) -> int:
-    statuses = service().models.statuses()
+    models = service().models
+    statuses = models.statuses()
+    found, skipped = models.found_models()
     if args.json:
-        print(json.dumps([status.as_json() for status in statuses], indent=2))
+        listed = [status.as_json() for status in statuses]
+        listed += [model.as_json() | {"in_use_for": list(models.in_use_for(model.name))} for model in found]
+        print(json.dumps(listed, indent=2))
         return 0
     for status in statuses:
         entry = status.entry
@@ -88,11 +97,28 @@ def list_models(args: argparse.Namespace) -> int:
         fit = "" if status.fit.fits else "  (too big for this machine)"
         print(f"{entry.name:26} {entry.role:9} {status.engine:16} {status.size_label:>11}{used}{fit}")
         print(f"    {entry.description}")
+    if found:
+        print("\nFound on this machine, used where they lie:")
+    for model in found:
+        print(found_line(model, models.in_use_for(model.name)))
+    if skipped:
+        print(f"\n{len(skipped)} file(s) in those stores skipped: `sharpen doctor` says why.")
     print(
         "\n`sharpen models pull NAME` downloads one (`--gguf`: an SDAR or Fast-dLLM v2 model ready for llama.cpp); "
         "`sharpen models use NAME --for complete|write|draft` switches."
     )
     return 0
+
+
+def found_line(model: FoundModel, in_use_for: tuple[str, ...]) -> str:
+    """A found model in two lines: its name, store and what it runs as; its facts, or why it cannot run."""
+    info, verdict = model.info, model.verdict
+    used = f"  [in use for {', '.join(in_use_for)}]" if in_use_for else ""
+    runs = f"runs as {verdict.label}" if verdict.runs_as else "cannot run"
+    context = f"context {info.context_length:,}" if info.context_length else "context ?"
+    facts = f"{info.architecture}, {info.file_type or '?'}, {info.file_size / 1e6:,.0f} MB, {context}"
+    why = f": {verdict.reason}" if verdict.reason else ""
+    return f"{model.name:40} {model.store_label:14} {runs}{used}\n    {facts}{why}"
 
 
 class ProgressLine:
@@ -233,8 +259,8 @@ def model_info(args: argparse.Namespace) -> int:
 
 def use_model(args: argparse.Namespace) -> int:
     sharpen = service()
-    sharpen.use_model(args.role, args.name, force=args.force)
-    print(f"models.{args.role} = {args.name}")
+    stored = sharpen.use_model(args.role, args.name, force=args.force)
+    print(f"models.{args.role} = {stored}")
     if args.force and sharpen.config.models.check_fit:
         set_value(sharpen.paths.config_file, "models.check_fit", "false")
         print(

@@ -16,6 +16,7 @@ from typing import Any
 
 from app.doctor.gpu import check_this_gpu
 from app.doctor.report import Finding, Report, Status
+from app.doctor.stores import check_stores
 from app.orchestration.model_manager import size_on_disk
 from app.service import SharpenService
 from app.storage.config import Config, ConfigError, ModelsSection, load_config
@@ -216,6 +217,9 @@ def check_model(service: SharpenService, role: str, name: str) -> Finding:
             "none configured: drafts stream from the AR model",
             "sharpen models use sharpen-draft --for draft",
         )
+    stand_in = service.models.serving(role)
+    if stand_in.note:
+        return Finding(check, "warn", stand_in.note, f"sharpen models use NAME --for {role}  (`sharpen models list`)")
     try:
         remote = service.models.remote(name)
         if remote is not None:
@@ -378,6 +382,7 @@ def diagnose(paths: SharpenPaths | None = None) -> Report:
     )
     findings += _guarded("models.write", lambda: check_model(service, "write", config.models.write))
     findings += _guarded("models.draft", lambda: check_model(service, "draft", config.models.draft))
+    findings += _guarded("stores", lambda: check_stores(service.models))
     findings += _guarded("calibration", lambda: check_profile(service))
     findings += _guarded("threads", lambda: check_threads(config))
     return Report(findings)

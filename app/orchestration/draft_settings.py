@@ -14,6 +14,7 @@ from app.storage.config import Config, ConfigError, DiffusionSection, read_raw
 from engines.diffusion.settings import DiffusionSettings
 from engines.options import options
 from models.decoding import file_decoding
+from models.errors import ModelError
 from router.request import DiffusionPlan
 
 
@@ -39,10 +40,15 @@ class DraftSettings:
         return DiffusionPlan(chosen.steps, chosen.block_length, chosen.threshold, chosen.schedule)
 
     def _model_decoding(self) -> dict[str, Any]:
-        name = self._config().models.draft.strip()
+        name = self.models.serving("draft").name.strip()
         entry = self.models.catalogue().get(name) if name else None
         if entry is None:
-            return file_decoding(Path(name).expanduser()) if name else {}
+            if not name:
+                return {}
+            try:
+                return file_decoding(self.models.resolve(name).path)
+            except ModelError:
+                return {}
         decoding: dict[str, Any] = {}
         if entry.decoding_threshold:
             decoding["threshold"] = entry.decoding_threshold

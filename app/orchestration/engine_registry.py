@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from dataclasses import replace
 
-from app.orchestration.model_manager import ModelManager, writing_model
+from app.orchestration.model_manager import ModelManager
 from app.storage.config import Config, set_value
 from app.storage.paths import SharpenPaths
 from engines.ar_engine import AREngine
@@ -58,15 +58,21 @@ class EngineRegistry:
 
     @property
     def writing_model(self) -> str:
-        """The model AR drafts, rewrites and chat replies run on (models.write, or the complete model)."""
-        return writing_model(self.config.models)
+        """The model AR drafts, rewrites and chat replies run on (models.write, or the complete model; the
+        embedded one where the configured model's file is gone)."""
+        return self.models.serving("write").name
+
+    @property
+    def complete_model(self) -> str:
+        """The model ghost text runs on: models.complete, or the embedded one where its file is gone."""
+        return self.models.serving("complete").name
 
     def ar(self) -> AREngine:
         """The AR engine for the configured completion model (ghost text), loaded on first use (a remote
         model's engine only names the server: nothing is sent until a request)."""
         with self._ar_lock:
             if self._ar is None:
-                self._ar = self._ar_engine(self.config.models.complete)
+                self._ar = self._ar_engine(self.complete_model)
             return self._ar
 
     def writer(self) -> AREngine:
@@ -74,7 +80,7 @@ class EngineRegistry:
         the writing model is the completion model, else its own engine, loaded on first use (for an
         adapter, merged into its base once, which completions do not wait for)."""
         name = self.writing_model
-        if name == self.config.models.complete:
+        if name == self.complete_model:
             return self.ar()
         with self._writer_lock:
             if self._writer is None:
@@ -96,7 +102,7 @@ class EngineRegistry:
         """The diffusion engine for the configured draft model, loaded on first use."""
         with self._diffusion_lock:
             if self._diffusion is None:
-                name = self.config.models.draft.strip()
+                name = self.models.serving("draft").name.strip()
                 if not name:
                     raise NoDraftModel()
                 model = self.models.resolve(name)
@@ -145,12 +151,15 @@ class EngineRegistry:
             return entry.quantization
         return "none"
 
-    def use_model(self, role: str, name: str, *, force: bool = False) -> None:
+    def use_model(self, role: str, name: str, *, force: bool = False) -> str:
         """Point a role ("complete", "write" or "draft") at a model, in the config file and in this session:
-        its engine loads again on next use. An empty name for "write" puts writing back on the complete model."""
+        its engine loads again on next use. An empty name for "write" puts writing back on the complete model.
+        A found model asked for by its short name (publisher/repo) is stored under its full name, which stays
+        unambiguous when another file lands beside it. Returns the name stored."""
         # A missing, corrupt or wrong-kind file fails here, before the config changes.
         if role != "write" or name.strip():
-            self.models.check(role, name, fit=not force)
+            model = self.models.check(role, name, fit=not force)
+            name = model.name if model.found is not None else name
         set_value(self.paths.config_file, f"models.{role}", name)
         with self._ar_lock, self._writer_lock, self._diffusion_lock:
             models = self.config.models
@@ -163,5 +172,6 @@ class EngineRegistry:
                 models = replace(models, draft=name)
                 self._diffusion = None
             self.config = replace(self.config, models=models)
-            if role == "write" or self.writing_model == self.config.models.complete:
+            if role == "write" or self.writing_model == self.complete_model:
                 self._writer = None  # loads again, or is no longer needed: the completion engine writes
+        return name

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from app.orchestration.found_stores import FoundStores
 from app.storage.config import Config, ConfigError, ModelsSection, read_raw, user_catalogue
 from app.storage.paths import SharpenPaths
 from engines.diffusion.backend import CacheMode
@@ -26,6 +27,9 @@ from models.checkpoint_gguf import Quantization, write_checkpoint_gguf
 from models.errors import ModelError, ModelFileError, UnknownModel, UnsupportedModel
 from models.file_lock import locked
 from models.fit import FitVerdict, Machine, check_fit, require_disk, require_fit, this_machine
+from models.found.files import Skipped
+from models.found.precedence import resolve_name, written_as_found_name
+from models.found.stores import STORE_LABELS, FoundModel
 from models.gguf_info import GGUFInfo, inspect_gguf
 from models.gguf_pull import (
     OneBar,
@@ -65,6 +69,19 @@ class ServedFile:
     note: str
     # A LoRA adapter llama.cpp applies to `path` at load (Sharpen's adapters, models/adapted.py).
     adapter: Path | None = None
+
+
+@dataclass(frozen=True)
+class Serving:
+    """The model that serves a role now: the configured one, or (its file gone) the embedded one, and why."""
+
+    configured: str
+    name: str
+    note: str = ""
+
+
+# What each role's model does, for the line that says another model stands in for it.
+ROLE_WORK = {"complete": "completions", "write": "AR drafts, rewrites and chat", "draft": "drafts"}
 
 
 def writing_model(models: ModelsSection) -> str:
@@ -159,6 +176,7 @@ class ModelManager:
         self.paths = paths
         self._config = config
         self._catalogue: dict[str, CatalogueEntry] | None = None
+        self.found = FoundStores(lambda: self._config().models.folders, self.catalogue)
 
     def catalogue(self) -> dict[str, CatalogueEntry]:
         if self._catalogue is None:
@@ -166,11 +184,12 @@ class ModelManager:
         return self._catalogue
 
     def resolve(self, name: str) -> ResolvedModel:
-        """A catalogue name or a path, on disk. A block-causal checkpoint's entry resolves to its GGUF once one
-        was written (`models pull NAME --gguf`, `models convert NAME`): it runs on llama.cpp; until then, to the
-        checkpoint in the Hugging Face cache (torch)."""
-        entry = self.catalogue().get(name)
-        return self._located(entry) if entry is not None else resolve_model(name, self.catalogue())
+        """A path, a catalogue name or a found model's name as a model on disk (models/found/precedence.py). A
+        block-causal checkpoint's entry resolves to its GGUF once one was written (`models pull NAME --gguf`,
+        `models convert NAME`): it runs on llama.cpp; until then, to the checkpoint in the Hugging Face cache
+        (torch)."""
+        resolved = resolve_name(name, self.catalogue(), self.found.index)
+        return self._located(resolved.entry) if resolved.entry is not None else resolved
 
     def _located(self, entry: CatalogueEntry) -> ResolvedModel:
         if converts_to_gguf(entry):
@@ -178,6 +197,46 @@ class ModelManager:
             if gguf is not None:
                 return ResolvedModel(entry.name, gguf, entry)
         return resolve_model(entry.name, {entry.name: entry})
+
+    def found_models(self) -> tuple[list[FoundModel], list[Skipped]]:
+        """Every store's models and skipped files together (the stores scanned afresh)."""
+        stores = self.found.stores()
+        return [m for s in stores for m in s.models], [k for s in stores for k in s.skipped]
+
+    def missing(self, name: str) -> str | None:
+        """Why a configured model written as a found model's name has no file now; None where it has one, or
+        is a path, a catalogue or remote model (their absence is an error, as it always was), or none is set."""
+        if not written_as_found_name(name) or name in self.catalogue():
+            return None
+        model: ResolvedModel | None = None
+        try:
+            if self.remote(name) is not None:
+                return None
+            model = self.resolve(name)
+        except UnknownModel:
+            pass
+        except ModelError as error:
+            return str(error)
+        if model is not None and (model.path.is_file() or is_checkpoint_folder(model.path)):
+            return None
+        if model is not None and model.found is not None:
+            return f"its file {model.path} is gone (moved or deleted)"
+        return self.found.why_absent(name)
+
+    def serving(self, role: str) -> Serving:
+        """The model that serves `role` now: the configured one, or where its file is gone the role's embedded
+        model (for writing, the complete model's), with the line that says so. The setting itself is kept."""
+        models = self._config().models
+        if role == "write" and not models.write.strip():
+            writer = writing_model(models)  # the complete model's writing adapter where one ships
+            return self.serving("complete") if writer == models.complete else Serving(writer, writer)
+        configured = getattr(models, role)
+        why = self.missing(configured)
+        if why is None:
+            return Serving(configured, configured)
+        stand_in = self.serving("complete").name if role == "write" else getattr(ModelsSection(), role)
+        note = f"models.{role} {configured!r}: {why}; {ROLE_WORK[role]} use {stand_in} until it is back"
+        return Serving(configured, stand_in, note)
 
     def adapted(self, adapter: Path) -> AdaptedModel:
         """An adapter GGUF with its base: the catalogue entry whose sha256 is the base's, its file
@@ -235,7 +294,11 @@ class ModelManager:
 
     def info(self, name: str) -> dict[str, object]:
         """Everything known about one catalogue model: the entry, where it is, whether it fits, and what
-        the file itself says if it is present."""
+        the file itself says if it is present. A found model: its store, what it runs as, and its header."""
+        if name not in self.catalogue():
+            model = self.resolve(name)
+            if model.found is not None:
+                return self.found.info(model.found) | {"in_use_for": list(self.in_use_for(model.name))}
         status = self.status(self.entry(name), this_machine())
         info: dict[str, object] = {
             key: value for key, value in asdict(status.entry).items() if key != "name" and value not in ("", 0, 0.0)
@@ -278,7 +341,17 @@ class ModelManager:
                 raise UnsupportedModel(Path(name), "is a remote AR model", "Drafts need a local diffusion model.")
             return ResolvedModel(name=name, path=Path(name), entry=self.catalogue().get(name))
         model = self.resolve(name)
-        path = model.path
+        if model.found is None:
+            return self._checked(role, model, fit=fit)
+        label = f"{model.name} ({STORE_LABELS[model.found.store]})"
+        try:
+            self.found.require_runnable(model.found)
+            return self._checked(role, model, fit=fit)
+        except ModelFileError as error:  # said of the name the writer knows, not of a blob's digest
+            raise type(error)(label, error.problem, error.hint) from None
+
+    def _checked(self, role: str, model: ResolvedModel, *, fit: bool) -> ResolvedModel:
+        name, path = model.name, model.path
         if model.entry is not None and fit:
             self.require_fit(model.entry, action=f"use {name}", override="`--force` uses it anyway.")
         if is_checkpoint_folder(path):
@@ -383,7 +456,13 @@ class ModelManager:
         return target
 
     def remove(self, name: str) -> int:
-        """Delete a pulled model from the Hugging Face cache (and the GGUF written from it); the bytes freed."""
+        """Delete a pulled model from the Hugging Face cache (and the GGUF written from it); the bytes freed. A
+        found model is never deleted."""
+        if name not in self.catalogue():
+            found = self.resolve(name).found
+            if found is not None:
+                store = STORE_LABELS[found.store]
+                raise PullError(f"{found.name} is in {store}'s store: Sharpen reads other tools' stores, never deletes")
         entry = self.entry(name)
         in_use = self.in_use_for(name)
         if in_use:

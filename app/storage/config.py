@@ -37,20 +37,27 @@ class ConfigError(Exception):
 class ModelsSection:
     complete: str = option(
         "smollm2-135m-instruct",
-        "model for autocomplete and short instructions: a catalogue name or a .gguf path",
+        "model for autocomplete and short instructions: a catalogue name, a .gguf path or a found model's name",
         not_empty,
     )
     write: str = option(
         "",
         "model for drafts, rewrites and chat replies through the AR engine (ghost text keeps models.complete): a "
-        "catalogue name (an AR model, or a LoRA adapter for one such as sharpen-write), a .gguf path or an "
-        "openai: source; empty means the complete model, with the writing adapter the catalogue ships for it "
-        "(sharpen-write for the embedded model): name the complete model itself to write without one",
+        "catalogue name (an AR model, or a LoRA adapter for one such as sharpen-write), a .gguf path, a found "
+        "model's name or an openai: source; empty means the complete model, with the writing adapter the "
+        "catalogue ships for it (sharpen-write for the embedded model): name the complete model itself to write "
+        "without one",
     )
     draft: str = option(
         "sharpen-draft",
-        "diffusion model for drafts and rewrites: a catalogue name, a .gguf path or a checkpoint folder; "
-        "empty means none configured",
+        "diffusion model for drafts and rewrites: a catalogue name, a .gguf path, a found model's name or a "
+        "checkpoint folder; empty means none configured",
+    )
+    folders: str = option(
+        "",
+        "folders of GGUF files listed and usable beside the catalogue (as LM Studio's models folder, any layout), "
+        "separated as PATH is (':'; ';' on Windows); Ollama's store, LM Studio's folders and the HF cache are "
+        "looked in without it",
     )
     check_fit: bool = option(True, "refuse to load a catalogue model that needs more RAM/GPU memory than is free")
 

@@ -1,4 +1,5 @@
-"""F2: the models Sharpen knows, which are present and fit, which serves what; pull and switch.
+"""F2: the models Sharpen knows, which are present and fit, which serves what; pull and switch. Below the
+catalogue, the GGUFs found in other tools' stores (Ollama, LM Studio, models.folders, the HF cache), used in place.
 
 Pulls run in a worker thread through the same service as `sharpen models pull` (g: `--gguf`, a block-causal
 checkpoint ready for llama.cpp, its download and conversion on the one bar); progress reaches the screen as
@@ -20,6 +21,7 @@ from textual.widgets import DataTable, Label, ProgressBar
 from app.errors import SharpenError
 from app.service import SharpenService
 from models.gguf_pull import StageProgress, converts_to_gguf
+from models.found.stores import FoundModel
 from models.hub import PullProgress, PullResult
 
 
@@ -67,6 +69,8 @@ class ModelsScreen(ModalScreen[tuple[str, str] | None]):
         super().__init__()
         self.service = service
         self.models = service.models.statuses()
+        # GGUFs in Ollama's store, LM Studio's folders, models.folders and the HF cache, below the catalogue.
+        self.found = service.models.found_models()[0]
         self.pulling: str | None = None
         self._last_percent = -1
 
@@ -78,6 +82,7 @@ class ModelsScreen(ModalScreen[tuple[str, str] | None]):
             table: DataTable[str] = DataTable(cursor_type="row", id="models")
             table.add_columns("name", "role", "engine", "size", "fits", "used")
             yield table
+            yield Label("", id="found-detail")
             yield ProgressBar(total=100, show_eta=False, id="pull-progress")
             yield Label("", id="pull-status")
             models = self.service.config.models
@@ -93,6 +98,7 @@ class ModelsScreen(ModalScreen[tuple[str, str] | None]):
 
     def on_mount(self) -> None:
         self.query_one("#pull-progress").display = False
+        self.query_one("#found-detail").display = False
         self._fill()
 
     def _fill(self) -> None:
@@ -103,6 +109,11 @@ class ModelsScreen(ModalScreen[tuple[str, str] | None]):
             fits = "yes" if model.fit.fits else "no"
             serves = "yes" if model.in_use_for else ""
             table.add_row(model.name, model.entry.role, model.runs_on, model.size_label, fits, serves, key=model.name)
+        for found in self.found:
+            runs_as = found.verdict.label if found.verdict.runs_as else "cannot run"
+            serves = "yes" if self.service.models.in_use_for(found.name) else ""
+            size = f"{found.info.file_size / 1e6:,.0f} MB"
+            table.add_row(found.name, runs_as, found.store_label, size, "", serves, key=found.name)
         if table.row_count:
             table.move_cursor(row=min(row, table.row_count - 1))
 
@@ -115,8 +126,27 @@ class ModelsScreen(ModalScreen[tuple[str, str] | None]):
 
     def action_use(self, role: str) -> None:
         name = self._highlighted()
-        if name is not None:
-            self.dismiss((role, name))
+        if name is None:
+            return
+        found = next((m for m in self.found if m.name == name), None)
+        if found is not None and found.verdict.runs_as is None:
+            self.notify(f"{name} cannot run: {found.verdict.reason}", severity="error", timeout=10)
+            return
+        self.dismiss((role, name))
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        """A found model's facts under the table: architecture, quantization, context, or why it cannot run."""
+        found = next((m for m in self.found if m.name == str(event.row_key.value)), None)
+        label = self.query_one("#found-detail", Label)
+        label.display = found is not None
+        if found is not None:
+            info, why = found.info, found.verdict.reason
+            context = f"context {info.context_length:,}" if info.context_length else "context unknown"
+            facts = f"{info.architecture}, {info.file_type or 'quantization unknown'}, {context}"
+            label.update(f"{found.store_label}: {facts}" + (f" · {why}" if why else ""))
+
+    def _found(self, name: str) -> FoundModel:
+        return next(m for m in self.found if m.name == name)
 
     def action_pull(self, gguf: bool = False) -> None:
         name = self._highlighted()
@@ -125,7 +155,10 @@ class ModelsScreen(ModalScreen[tuple[str, str] | None]):
         if self.pulling is not None:
             self.notify(f"{self.pulling} is still downloading", severity="warning")
             return
-        model = next(m for m in self.models if m.name == name)
+        model = next((m for m in self.models if m.name == name), None)
+        if model is None:
+            self.notify(f"{name} is found on this machine ({self._found(name).store_label}): nothing to pull")
+            return
         if not model.entry.is_hub:
             self.notify(f"{name} is part of Sharpen or a local file: nothing to pull")
             return
