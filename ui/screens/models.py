@@ -20,8 +20,8 @@ from textual.widgets import DataTable, Label, ProgressBar
 
 from app.errors import SharpenError
 from app.service import SharpenService
-from models.gguf_pull import StageProgress, converts_to_gguf
 from models.found.stores import FoundModel
+from models.gguf_pull import StageProgress, converts_to_gguf
 from models.hub import PullProgress, PullResult
 
 
