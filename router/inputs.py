@@ -19,11 +19,12 @@ from models.catalogue import CatalogueEntry, ResolvedModel
 from models.errors import ModelError
 from models.gguf_info import GGUFInfo
 from models.hf_checkpoint import inspect_checkpoint, is_checkpoint_folder
-from models.remote import RemoteSource
+from models.remote import RemoteSource, is_remote_draft
 from router.cost import ExpectedTokens, asked_length
 from router.expected_lengths import LEARNT_KINDS, LengthBook, load_lengths
 from router.policy import decide
 from router.profile import CostProfile, DeviceClass, ModelSize, estimate_profile, load_profile
+from router.remote_draft import RemoteDraftState
 from router.request import DiffusionPlan, EngineName, Kind, Policy, QualityGap, Request, Route
 
 FileVersion = tuple[int, int, int]
@@ -89,9 +90,16 @@ def _version(path: Path) -> FileVersion | None:
 
 class RouteInputs:
     def __init__(
-        self, models: ModelLookup, profile_path: Path, lengths_path: Path, setup: Callable[[], RoutingSetup]
+        self,
+        models: ModelLookup,
+        profile_path: Path,
+        lengths_path: Path,
+        setup: Callable[[], RoutingSetup],
+        remote_draft: Callable[[], RemoteDraftState] | None = None,
     ) -> None:
         self.models = models
+        # How the configured remote draft engine stands (models.draft = sharpen:URL or openai:URL#MODEL).
+        self._remote_draft = remote_draft
         self.profile_path = profile_path
         self.lengths_path = lengths_path
         self._setup = setup
@@ -114,10 +122,23 @@ class RouteInputs:
         setup = self._setup()
         if request.latency_budget_s is None and setup.latency_budget_s > 0:
             request = replace(request, latency_budget_s=setup.latency_budget_s)
+        remote = self.remote_draft()
+        down = remote.down if remote is not None else ""
+        if down:  # a draft asked of the remote engine goes to this machine's instead, and the reason says so
+            request = replace(request, force_engine=None, forced_because="")
         inputs = self.gather()
         expected = asked_length if as_asked else self.expected_tokens(request.kind, inputs.present)
         policy = policy or setup.policy
-        return decide(request, inputs.profile, inputs.present, plan, policy, inputs.quality_gap, expected)
+        route = decide(request, inputs.profile, inputs.present, plan, policy, inputs.quality_gap, expected)
+        if down and route.engine == "ar":
+            route = replace(route, reason=f"{down}: AR on this machine drafts instead", rule="remote_down")
+        return route
+
+    def remote_draft(self) -> RemoteDraftState | None:
+        """How the remote draft engine stands, where models.draft names one (None for a local draft model)."""
+        if self._remote_draft is None or not is_remote_draft(self._setup().draft_model.strip()):
+            return None
+        return self._remote_draft()
 
     def draft_lengths(self) -> tuple[LengthBook, str | None]:
         """How long each engine's drafts ran (or nothing, and why), read once per version of the file."""
@@ -160,6 +181,9 @@ class RouteInputs:
             # A pass's measured cost holds whatever cache runs; how many positions a pass decodes follows
             # the cache that will run now (diffusion.cache may have changed since the calibration).
             diffusion = replace(saved.diffusion, cache=estimate.diffusion.cache)
+        remote = self.remote_draft()
+        if remote is not None:  # measured on its own machine, plus the round trip from this one
+            diffusion = replace(remote.costs, model=remote.model)
         return replace(saved, ar=ar, diffusion=diffusion), warning
 
     def model_size(self, role: str) -> ModelSize | None:
@@ -167,7 +191,11 @@ class RouteInputs:
         per version of the file."""
         setup = self._setup()
         name = (setup.complete_model if role == "complete" else setup.draft_model).strip()
-        if not name or (role == "complete" and self._remote_complete(setup)):
+        if (
+            not name
+            or (role == "complete" and self._remote_complete(setup))
+            or (role == "draft" and is_remote_draft(name))
+        ):
             return None
         try:
             model = self.models.resolve(name)
@@ -213,8 +241,13 @@ class RouteInputs:
             ("ar", setup.complete_model),
             ("diffusion", setup.draft_model),
         )
+        remote = self.remote_draft()
         for engine, name in configured:
             if not name.strip():
+                continue
+            if engine == "diffusion" and remote is not None:
+                if not remote.down:
+                    present[engine] = remote.model
                 continue
             if engine == "ar" and self._remote_complete(setup):
                 present[engine] = name  # whether it answers shows on the first request

@@ -48,8 +48,9 @@ class ModelsSection:
     )
     draft: str = option(
         "sharpen-draft",
-        "diffusion model for drafts and rewrites: a catalogue name, a .gguf path or a checkpoint folder; "
-        "empty means none configured",
+        "diffusion model for drafts and rewrites: a catalogue name, a .gguf path, a checkpoint folder, or a draft "
+        "engine on another machine (sharpen:URL for another sharpen serve, openai:URL#MODEL for a text-only "
+        "OpenAI-compatible server); empty means none configured",
     )
     check_fit: bool = option(True, "refuse to load a catalogue model that needs more RAM/GPU memory than is free")
 
