@@ -59,7 +59,7 @@ class SharpenService:
         diffusion = DiffusionDrafter(self.engines.diffusion)
         self.drafters: dict[EngineName, Drafter] = {"ar": self.ar, "diffusion": diffusion}
         # Drafts on another machine, where models.draft names one (sharpen:URL, openai:URL#MODEL).
-        self.remote_drafter = RemoteDiffusionDrafter(self._remote_drafts)
+        self.remote_drafter = RemoteDiffusionDrafter(self._remote_drafts, lambda: self.config.router.quality)
 
     @classmethod
     def from_environment(cls) -> SharpenService:

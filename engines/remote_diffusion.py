@@ -237,14 +237,15 @@ class OpenAIRemote:
     ) -> Iterator[Done]:
         """One chat completion, as a draft's Done: the text, with no passes to show."""
         started = time.perf_counter()
-        chosen = {key: value for key, value in sampling.items() if key in ("temperature", "top_p", "seed")}
+        chosen: dict[str, Any] = {
+            key: value for key, value in sampling.items() if key in ("temperature", "top_p", "seed")
+        }
+        if stop:
+            chosen["stop"] = list(stop)
+        sent: Any = messages
         try:
             answer = self._client.chat.completions.create(
-                model=self.source.model,
-                messages=messages,  # type: ignore[arg-type]
-                max_tokens=max_tokens,
-                stop=list(stop) or None,
-                **chosen,
+                model=self.source.model, messages=sent, max_tokens=max_tokens, **chosen
             )
         except openai.APIStatusError as error:
             raise EngineError(

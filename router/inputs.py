@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 from engines.diffusion.backend import CacheMode
 from engines.llama_load import gpu_offload_available
@@ -28,6 +28,8 @@ from router.remote_draft import RemoteDraftState
 from router.request import DiffusionPlan, EngineName, Kind, Policy, QualityGap, Request, Route
 
 FileVersion = tuple[int, int, int]
+# Where a caller has not asked the remote draft engine how it stands: ask it (one status call).
+Ask = Literal["ask"]
 
 
 class ServedDraft(Protocol):
@@ -108,9 +110,11 @@ class RouteInputs:
         self._saved: dict[tuple[DeviceClass, FileVersion | None], tuple[CostProfile, str | None]] = {}
         self._lengths: tuple[FileVersion | None, tuple[LengthBook, str | None]] | None = None
 
-    def gather(self) -> Gathered:
-        profile, warning = self.cost_profile()
-        present = self.present_engines()
+    def gather(self, remote: RemoteDraftState | Ask | None = "ask") -> Gathered:
+        """What a route is decided from; `remote`: the remote draft engine as the caller found it just now."""
+        remote = self.remote_draft() if isinstance(remote, str) else remote
+        profile, warning = self.cost_profile(remote)
+        present = self.present_engines(remote)
         return Gathered(profile, warning, present, self.quality_gap(present))
 
     def route(
@@ -126,7 +130,7 @@ class RouteInputs:
         down = remote.down if remote is not None else ""
         if down:  # a draft asked of the remote engine goes to this machine's instead, and the reason says so
             request = replace(request, force_engine=None, forced_because="")
-        inputs = self.gather()
+        inputs = self.gather(remote)
         expected = asked_length if as_asked else self.expected_tokens(request.kind, inputs.present)
         policy = policy or setup.policy
         route = decide(request, inputs.profile, inputs.present, plan, policy, inputs.quality_gap, expected)
@@ -166,7 +170,7 @@ class RouteInputs:
                 self._saved[key] = load_profile(self.profile_path, device)
             return self._saved[key]
 
-    def cost_profile(self) -> tuple[CostProfile, str | None]:
+    def cost_profile(self, remote: RemoteDraftState | Ask | None = "ask") -> tuple[CostProfile, str | None]:
         """The costs the router uses, and a warning if a saved profile could not be used. Each engine's costs
         are the ones measured for the configured model; a model never measured (none saved, or the role's
         model changed since) gets costs estimated from its size."""
@@ -181,7 +185,7 @@ class RouteInputs:
             # A pass's measured cost holds whatever cache runs; how many positions a pass decodes follows
             # the cache that will run now (diffusion.cache may have changed since the calibration).
             diffusion = replace(saved.diffusion, cache=estimate.diffusion.cache)
-        remote = self.remote_draft()
+        remote = self.remote_draft() if isinstance(remote, str) else remote
         if remote is not None:  # measured on its own machine, plus the round trip from this one
             diffusion = replace(remote.costs, model=remote.model)
         return replace(saved, ar=ar, diffusion=diffusion), warning
@@ -233,7 +237,7 @@ class RouteInputs:
         except ModelError:
             return False
 
-    def present_engines(self) -> dict[EngineName, str]:
+    def present_engines(self, remote: RemoteDraftState | Ask | None = "ask") -> dict[EngineName, str]:
         """Engine -> model name, for the engines whose model file is present."""
         setup = self._setup()
         present: dict[EngineName, str] = {}
@@ -241,7 +245,7 @@ class RouteInputs:
             ("ar", setup.complete_model),
             ("diffusion", setup.draft_model),
         )
-        remote = self.remote_draft()
+        remote = self.remote_draft() if isinstance(remote, str) else remote
         for engine, name in configured:
             if not name.strip():
                 continue

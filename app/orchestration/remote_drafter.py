@@ -10,6 +10,7 @@ engine's drafts do), and the text comes back whole.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from app.domain.context import document_instruction
@@ -23,7 +24,7 @@ from engines.messages import ChatMessage
 from engines.options import options
 from engines.remote_diffusion import OpenAIRemote, RemoteUnavailable, SharpenRemote
 from engines.remote_draft import RemoteDraft
-from router.request import Route
+from router.request import Quality, Route
 
 # Draft options a request body of /v1/sharpen/drafts has no field for (the chat template is always used there,
 # and the trace always comes back).
@@ -61,8 +62,11 @@ def text_only_messages(request: DraftRequest) -> list[ChatMessage]:
 
 
 class RemoteDiffusionDrafter:
-    def __init__(self, remote: Callable[[], RemoteDrafts]) -> None:
+    def __init__(self, remote: Callable[[], RemoteDrafts], quality: Callable[[], Quality]) -> None:
         self.remote = remote
+        # The quality preset the route was estimated with (router.quality, unless the request asks another):
+        # the remote settles its passes from it, for its own model.
+        self.quality = quality
 
     def draft(
         self,
@@ -81,7 +85,8 @@ class RemoteDiffusionDrafter:
         remote = self.remote()
         client = remote.client
         if isinstance(client, SharpenRemote):
-            draft, events = client.draft(drafts_body(request, tokens), route.model, cancel)
+            asked = request if request.quality is not None else replace(request, quality=self.quality())
+            draft, events = client.draft(drafts_body(asked, tokens), route.model, cancel)
         else:
             assert isinstance(client, OpenAIRemote)
             draft = RemoteDraft(remote.source, route.model)

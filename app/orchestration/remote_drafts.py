@@ -1,10 +1,10 @@
 """The remote draft engine models.draft names (`sharpen:URL`, `openai:URL#MODEL`): its client, and how it
 stands for routing.
 
-Every route asks (a status call: one round trip, which is also what the route adds for it); an answer is
-kept for OK_FOR_S, so that the calls of one route share it. A remote that does not answer, or a draft that
-could not reach it, is remembered as down for RETRY_AFTER_S, so that routes do not wait on it again and
-again; drafts go to this machine meanwhile, and the route's reason says why.
+Every route asks it how it stands (a status call: one round trip, which is also what the route adds for it).
+A remote that does not answer, or a draft that could not reach it, is remembered as down for RETRY_AFTER_S,
+so that routes do not wait on it again and again; drafts go to this machine meanwhile, and the route's
+reason says why.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from engines.remote_diffusion import OpenAIRemote, RemoteStatus, SharpenRemote
 from models.remote import RemoteDraftSource
 from router.remote_draft import RemoteDraftState, remote_costs
 
-OK_FOR_S = 1.0
 RETRY_AFTER_S = 10.0
 # How far one finished text-only draft moves the seconds per token its drafts are estimated at.
 LEARNING_RATE = 0.5
@@ -46,22 +45,19 @@ class RemoteDrafts:
         return f"{model} at {self.source.base_url}"
 
     def state(self) -> RemoteDraftState:
-        """How it stands now: asked again unless it answered a moment ago or was found down lately."""
+        """How it stands now: asked, unless it was found down lately."""
         now = time.monotonic()
         with self._lock:
-            answer, down = self._answer, self._down
+            down = self._down
         if down is not None and now - down[0] < RETRY_AFTER_S:
             return self._state(None, down[1])
-        if answer is None or now - answer[0] >= OK_FOR_S:
-            try:
-                status = self.client.status()
-            except EngineError as error:
-                self.mark_down(str(error))
-                return self._state(None, str(error))
-            answer = (time.monotonic(), status)
-            with self._lock:
-                self._answer, self._down = answer, None
-        status = answer[1]
+        try:
+            status = self.client.status()
+        except EngineError as error:
+            self.mark_down(str(error))
+            return self._state(None, str(error))
+        with self._lock:
+            self._answer, self._down = (time.monotonic(), status), None
         if not status.present:
             return self._state(status, f"the remote draft engine ({self.source.label}) has no draft model to use")
         return self._state(status, "")
@@ -81,9 +77,11 @@ class RemoteDrafts:
 
     def learn(self, took_s: float, tokens: int) -> None:
         """A text-only draft's time per token, from here: what its next drafts are estimated at."""
-        if tokens < 1 or took_s <= 0:
-            return
-        measured = took_s / tokens
         with self._lock:
-            known = self._s_per_token
+            answer, known = self._answer, self._s_per_token
+        working_s = took_s - (answer[1].round_trip_s if answer is not None else 0.0)  # the round trip is apart
+        if tokens < 1 or working_s <= 0:
+            return
+        measured = working_s / tokens
+        with self._lock:
             self._s_per_token = measured if known is None else known + LEARNING_RATE * (measured - known)

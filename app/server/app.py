@@ -131,7 +131,7 @@ class SharpenServer:
         present = routing.present_engines()
         profile, _warning = routing.cost_profile()
         return {
-            "model": present.get("diffusion", self.service.config.models.draft.strip()),
+            "model": profile.diffusion.model or present.get("diffusion", ""),
             "present": "diffusion" in present,
             "device": profile.device,
             "calibrated": profile.calibrated and profile.diffusion.measured,
