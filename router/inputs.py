@@ -136,6 +136,8 @@ class RouteInputs:
         route = decide(request, inputs.profile, inputs.present, plan, policy, inputs.quality_gap, expected)
         if down and route.engine == "ar":
             route = replace(route, reason=f"{down}: AR on this machine drafts instead", rule="remote_down")
+        elif remote is not None and route.engine == "diffusion" and not remote.animated:
+            route = replace(route, reason=f"{route.reason}; {remote.label} sends text only: nothing animates")
         return route
 
     def remote_draft(self) -> RemoteDraftState | None:

@@ -24,6 +24,8 @@ class RemoteDraftState:
     # Why it cannot draft now, one line ("" when it can).
     down: str
     costs: DiffusionCosts
+    # Whether its drafts arrive pass by pass (another Sharpen), or as text only (an OpenAI-compatible server).
+    animated: bool = True
 
 
 def remote_costs(

@@ -103,8 +103,8 @@ class Calibrations:
     def needed(self) -> list[EngineName]:
         """The present engines whose costs are only estimated and quick to measure: what a quick calibration
         before the next draft would measure."""
-        profile = self.routing.cost_profile()[0]
-        present = self.routing.present_engines()
+        gathered = self.routing.gather()  # one status call where the draft engine is on another machine
+        profile, present = gathered.profile, gathered.present
         wanted: list[EngineName] = []
         local_ar = "ar" in present and self.routing.model_size("complete") is not None
         # A quick AR measurement: a 64-token prompt and 16 tokens.

@@ -68,7 +68,7 @@ class RemoteDrafts:
             status.round_trip_s if status is not None else 0.0,
             self._s_per_token,
         )
-        return RemoteDraftState(self.source.label, self.model_name(status), down, costs)
+        return RemoteDraftState(self.source.label, self.model_name(status), down, costs, self.animated)
 
     def mark_down(self, why: str) -> None:
         """A remote that did not answer: routes leave it for RETRY_AFTER_S."""
