@@ -194,9 +194,13 @@ def test_a_plain_openai_dllm_server_drafts_text_only(
     assert payload["engine"] == "diffusion" and payload["text"] == "Friday is off, Sam."
     assert payload["passes"] == 0 and payload["cache_note"] == TEXT_ONLY_NOTE
     assert not trace.exists(), "a text-only draft has no passes to keep"
-    (asked,) = _DllmServer.asked
+    asked = _DllmServer.asked[0]
     assert asked["model"] == "llada2-mini" and asked["max_tokens"] == 32
     assert asked["messages"][-1]["content"] == "Write a note to Sam about Friday."
+
+    assert main(DRAFT) == 0
+    err = capsys.readouterr().err
+    assert "sends text only: nothing animates" in err and f"sharpen: note: {TEXT_ONLY_NOTE}" in err
 
     # Estimated from what its drafts took, plus the round trip.
     assert main(["route", "--kind", "draft", "--tokens", "64", "--json"]) == 0

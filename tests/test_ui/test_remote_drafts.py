@@ -8,9 +8,8 @@ import contextlib
 import dataclasses
 from pathlib import Path
 
-from test_drafts import ask_for_draft, wait_until
 from textual.widgets import Label
-from ui_support import AppFactory, make_config
+from ui_support import AppFactory, ask_for_draft, make_config, wait_until
 
 from app.server.threaded import running_server
 from app.service import SharpenService
