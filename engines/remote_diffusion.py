@@ -21,7 +21,7 @@ import openai
 
 from engines.cancel import NEVER_CANCELLED, CancelToken
 from engines.errors import EngineBusy, EngineError, InvalidRequestError
-from engines.events import DiffusionStats, Done, Pass
+from engines.events import DiffusionStats, Done, FinishReason, Pass
 from engines.messages import ChatMessage
 from engines.remote_draft import RemoteDraft
 from models.remote import RemoteDraftSource
@@ -257,7 +257,7 @@ class OpenAIRemote:
         choice = answer.choices[0] if answer.choices else None
         text = (choice.message.content or "") if choice is not None else ""
         usage = answer.usage
-        finish = "length" if choice is not None and choice.finish_reason == "length" else "eos"
+        finish: FinishReason = "length" if choice is not None and choice.finish_reason == "length" else "eos"
         if cancel is not None and cancel.cancelled:
             finish = "cancelled"
         stats = DiffusionStats(

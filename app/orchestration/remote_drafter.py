@@ -91,7 +91,7 @@ class RemoteDiffusionDrafter:
             assert isinstance(client, OpenAIRemote)
             draft = RemoteDraft(remote.source, route.model)
             given = request.given_options
-            sampling = {name: given[name] for name in ("temperature", "top_p", "seed") if name in given}
+            sampling: dict[str, Any] = {name: given[name] for name in ("temperature", "top_p", "seed") if name in given}
             events = client.events(text_only_messages(request), tokens, sampling, request.stop, cancel)
         return Opened(_watched(events, remote), draft)
 
