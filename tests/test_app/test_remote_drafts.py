@@ -15,11 +15,14 @@ from typing import Any
 import pytest
 
 from app.cli import main
+from app.domain.draft_request import DraftRequest
 from app.server.app import ServerOptions
 from app.server.threaded import running_server
 from app.service import SharpenService
 from app.storage.config import Config, ModelsSection, RouterSection
-from app.storage.paths import SharpenPaths
+from app.storage.paths import SharpenPaths, sharpen_paths
+from engines.cancel import CancelToken
+from engines.events import Done, Event, Pass
 from engines.remote_diffusion import TEXT_ONLY_NOTE
 from engines.trace import Trace, load_trace
 
@@ -206,3 +209,24 @@ def test_a_plain_openai_dllm_server_drafts_text_only(
     assert main(["route", "--kind", "draft", "--tokens", "64", "--json"]) == 0
     detail = json.loads(capsys.readouterr().out)["estimates"]["diffusion"]["detail"]
     assert detail.startswith("64 tokens x") and "as its drafts ran" in detail and "round trip" in detail
+
+
+def test_cancelling_a_remote_draft_stops_it_there(gpu_box: str) -> None:
+    config = dataclasses.replace(
+        Config(), models=ModelsSection(draft=f"sharpen:{gpu_box}"), router=RouterSection(auto_calibrate=False)
+    )
+    service = SharpenService(config, sharpen_paths())
+    cancel = CancelToken()
+    request = DraftRequest("draft", "Write a long story.", tokens=256, engine="diffusion", overrides={"steps": 256})
+    reply = service.draft(request, cancel=cancel)
+    events: list[Event] = []
+    for event in reply:
+        events.append(event)
+        if isinstance(event, Pass):
+            cancel.cancel()
+    done = events[-1]
+    assert isinstance(done, Done) and done.stats.finish_reason == "cancelled"
+    passes = [event for event in events if isinstance(event, Pass)]
+    assert 1 <= len(passes) < 256 and done.text == reply.settled_text(passes[-1])
+    trace = reply.trace()
+    assert trace is not None and trace.passes == passes, "a cancelled remote draft keeps the passes that came"
