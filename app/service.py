@@ -21,6 +21,8 @@ from app.orchestration.drafters import ArDrafter, DiffusionDrafter, Drafter
 from app.orchestration.engine_registry import EngineRegistry
 from app.orchestration.machine_calibration import LEARN_MIN_TOKENS, Calibrations
 from app.orchestration.model_manager import ModelManager
+from app.orchestration.remote_drafter import RemoteDiffusionDrafter
+from app.orchestration.remote_drafts import RemoteDrafts
 from app.storage.config import Config, load_config
 from app.storage.paths import SharpenPaths, sharpen_paths
 from engines.ar_engine import TrimPolicy
@@ -42,7 +44,11 @@ class SharpenService:
         self.engines = EngineRegistry(paths, config)
         self.models: ModelManager = self.engines.models
         self.routing = RouteInputs(
-            self.models, paths.data_dir / "calibration.toml", paths.data_dir / "draft-lengths.toml", self._routing_setup
+            self.models,
+            paths.data_dir / "calibration.toml",
+            paths.data_dir / "draft-lengths.toml",
+            self._routing_setup,
+            lambda: self._remote_drafts().state(),
         )
         self.draft_settings = DraftSettings(lambda: self.config, self.models, paths.config_file)
         self.calibrations = Calibrations(self.engines, self.routing, self.draft_settings)
@@ -52,6 +58,8 @@ class SharpenService:
         self.ar = ArDrafter(self.engines.writer, lambda: self.config)
         diffusion = DiffusionDrafter(self.engines.diffusion)
         self.drafters: dict[EngineName, Drafter] = {"ar": self.ar, "diffusion": diffusion}
+        # Drafts on another machine, where models.draft names one (sharpen:URL, openai:URL#MODEL).
+        self.remote_drafter = RemoteDiffusionDrafter(self._remote_drafts, lambda: self.config.router.quality)
 
     @classmethod
     def from_environment(cls) -> SharpenService:
@@ -115,7 +123,9 @@ class SharpenService:
         route = self._draft_route(request, tokens, self.draft_settings.plan(settings))
         if measured is not None:
             route = replace(route, reason=f"{route.reason}; {measured}")
-        job = self.drafters[route.engine].draft(request, tokens, route, settings, cancel)
+        remote = route.engine == "diffusion" and self.engines.remote_drafts() is not None
+        drafter = self.remote_drafter if remote else self.drafters[route.engine]
+        job = drafter.draft(request, tokens, route, settings, cancel)
         # A draft whose passes the request fixed ran another plan than the one the router estimates.
         finished = functools.partial(self._learn, request, settings, costs="steps" not in given)
         return Reply(route, job, kind=request.kind, prompt=request.recorded_prompt, finished=finished)
@@ -201,6 +211,12 @@ class SharpenService:
             self.calibrations.learn(route.engine, self.estimate_as_written(request, settings, reply), stats.working_s)
         except SharpenError:
             return
+
+    def _remote_drafts(self) -> RemoteDrafts:
+        remote = self.engines.remote_drafts()
+        if remote is None:
+            raise RoutingError("models.draft names no draft engine on another machine")
+        return remote
 
     def _routing_setup(self) -> RoutingSetup:
         config = self.config

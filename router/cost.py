@@ -63,6 +63,23 @@ def estimate_ar(n: int, prompt_tokens: int, costs: ArCosts) -> Estimate:
 def estimate_diffusion(
     n: int, prompt_tokens: int, suffix_tokens: int, plan: DiffusionPlan, costs: DiffusionCosts
 ) -> Estimate:
+    """A draft's passes, each over the positions its cache leaves to decode; on another machine, plus the round
+    trip (a text-only server's drafts: their measured seconds per token, plus the round trip)."""
+    if costs.text_only_s_per_token > 0:
+        seconds = costs.round_trip_s + n * costs.text_only_s_per_token
+        ms = costs.text_only_s_per_token * 1000
+        detail = f"{n} tokens x {ms:.1f} ms as its drafts ran + {costs.round_trip_s * 1000:.0f} ms round trip"
+        return Estimate("diffusion", seconds, detail)
+    estimate = _estimate_passes(n, prompt_tokens, suffix_tokens, plan, costs)
+    if costs.round_trip_s <= 0:
+        return estimate
+    detail = f"{estimate.detail} + {costs.round_trip_s * 1000:.0f} ms round trip"
+    return replace(estimate, seconds=estimate.seconds + costs.round_trip_s, detail=detail)
+
+
+def _estimate_passes(
+    n: int, prompt_tokens: int, suffix_tokens: int, plan: DiffusionPlan, costs: DiffusionCosts
+) -> Estimate:
     passes = passes_for(n, plan, costs)
     # Block-causal attention cannot see text after the draft: such a draft runs the dual cache instead.
     cache = "dual" if costs.cache == "block" and suffix_tokens else costs.cache

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 from engines.diffusion.backend import CacheMode
 from engines.llama_load import gpu_offload_available
@@ -19,7 +19,7 @@ from models.catalogue import CatalogueEntry, ResolvedModel
 from models.errors import ModelError
 from models.gguf_info import GGUFInfo
 from models.hf_checkpoint import inspect_checkpoint, is_checkpoint_folder
-from models.remote import RemoteSource
+from models.remote import RemoteSource, is_remote_draft
 from models.tensor_mix import read_tensor_mix
 from router.cost import ExpectedTokens, asked_length
 from router.expected_lengths import LEARNT_KINDS, LengthBook, load_lengths
@@ -34,9 +34,12 @@ from router.profile import (
     scaled_ar,
     scaled_diffusion,
 )
+from router.remote_draft import RemoteDraftState
 from router.request import DiffusionPlan, EngineName, Kind, Policy, QualityGap, Request, Route
 
 FileVersion = tuple[int, int, int]
+# Where a caller has not asked the remote draft engine how it stands: ask it (one status call).
+Ask = Literal["ask"]
 
 
 class ServedDraft(Protocol):
@@ -99,9 +102,16 @@ def _version(path: Path) -> FileVersion | None:
 
 class RouteInputs:
     def __init__(
-        self, models: ModelLookup, profile_path: Path, lengths_path: Path, setup: Callable[[], RoutingSetup]
+        self,
+        models: ModelLookup,
+        profile_path: Path,
+        lengths_path: Path,
+        setup: Callable[[], RoutingSetup],
+        remote_draft: Callable[[], RemoteDraftState] | None = None,
     ) -> None:
         self.models = models
+        # How the configured remote draft engine stands (models.draft = sharpen:URL or openai:URL#MODEL).
+        self._remote_draft = remote_draft
         self.profile_path = profile_path
         self.lengths_path = lengths_path
         self._setup = setup
@@ -110,9 +120,11 @@ class RouteInputs:
         self._saved: dict[tuple[DeviceClass, FileVersion | None], tuple[CostProfile, str | None]] = {}
         self._lengths: tuple[FileVersion | None, tuple[LengthBook, str | None]] | None = None
 
-    def gather(self) -> Gathered:
-        profile, warning = self.cost_profile()
-        present = self.present_engines()
+    def gather(self, remote: RemoteDraftState | Ask | None = "ask") -> Gathered:
+        """What a route is decided from; `remote`: the remote draft engine as the caller found it just now."""
+        remote = self.remote_draft() if isinstance(remote, str) else remote
+        profile, warning = self.cost_profile(remote)
+        present = self.present_engines(remote)
         return Gathered(profile, warning, present, self.quality_gap(present))
 
     def route(
@@ -124,10 +136,25 @@ class RouteInputs:
         setup = self._setup()
         if request.latency_budget_s is None and setup.latency_budget_s > 0:
             request = replace(request, latency_budget_s=setup.latency_budget_s)
-        inputs = self.gather()
+        remote = self.remote_draft()
+        down = remote.down if remote is not None else ""
+        if down:  # a draft asked of the remote engine goes to this machine's instead, and the reason says so
+            request = replace(request, force_engine=None, forced_because="")
+        inputs = self.gather(remote)
         expected = asked_length if as_asked else self.expected_tokens(request.kind, inputs.present)
         policy = policy or setup.policy
-        return decide(request, inputs.profile, inputs.present, plan, policy, inputs.quality_gap, expected)
+        route = decide(request, inputs.profile, inputs.present, plan, policy, inputs.quality_gap, expected)
+        if down and route.engine == "ar":
+            route = replace(route, reason=f"{down}: AR on this machine drafts instead", rule="remote_down")
+        elif remote is not None and route.engine == "diffusion" and not remote.animated:
+            route = replace(route, reason=f"{route.reason}; {remote.label} sends text only: nothing animates")
+        return route
+
+    def remote_draft(self) -> RemoteDraftState | None:
+        """How the remote draft engine stands, where models.draft names one (None for a local draft model)."""
+        if self._remote_draft is None or not is_remote_draft(self._setup().draft_model.strip()):
+            return None
+        return self._remote_draft()
 
     def draft_lengths(self) -> tuple[LengthBook, str | None]:
         """How long each engine's drafts ran (or nothing, and why), read once per version of the file."""
@@ -155,7 +182,7 @@ class RouteInputs:
                 self._saved[key] = load_profile(self.profile_path, device)
             return self._saved[key]
 
-    def cost_profile(self) -> tuple[CostProfile, str | None]:
+    def cost_profile(self, remote: RemoteDraftState | Ask | None = "ask") -> tuple[CostProfile, str | None]:
         """The costs the router uses, and a warning if a saved profile could not be used. Each engine's costs
         are the ones measured for the configured model; a model never measured (none saved, or the role's
         model changed since) gets the measured model's costs scaled by the two files' work, or where that is
@@ -179,6 +206,9 @@ class RouteInputs:
             diffusion = replace(saved.diffusion, cache=estimate.diffusion.cache)
         elif saved.calibrated and draft_size is not None:
             diffusion = scaled_diffusion(saved.diffusion, draft_size, device) or diffusion
+        remote = self.remote_draft() if isinstance(remote, str) else remote
+        if remote is not None:  # measured on its own machine, plus the round trip from this one
+            diffusion = replace(remote.costs, model=remote.model)
         return replace(saved, ar=ar, diffusion=diffusion), warning
 
     def model_size(self, role: str) -> ModelSize | None:
@@ -186,7 +216,11 @@ class RouteInputs:
         per version of the file."""
         setup = self._setup()
         name = (setup.complete_model if role == "complete" else setup.draft_model).strip()
-        if not name or (role == "complete" and self._remote_complete(setup)):
+        if (
+            not name
+            or (role == "complete" and self._remote_complete(setup))
+            or (role == "draft" and is_remote_draft(name))
+        ):
             return None
         try:
             model = self.models.resolve(name)
@@ -225,7 +259,7 @@ class RouteInputs:
         except ModelError:
             return False
 
-    def present_engines(self) -> dict[EngineName, str]:
+    def present_engines(self, remote: RemoteDraftState | Ask | None = "ask") -> dict[EngineName, str]:
         """Engine -> model name, for the engines whose model file is present."""
         setup = self._setup()
         present: dict[EngineName, str] = {}
@@ -233,8 +267,13 @@ class RouteInputs:
             ("ar", setup.complete_model),
             ("diffusion", setup.draft_model),
         )
+        remote = self.remote_draft() if isinstance(remote, str) else remote
         for engine, name in configured:
             if not name.strip():
+                continue
+            if engine == "diffusion" and remote is not None:
+                if not remote.down:
+                    present[engine] = remote.model
                 continue
             if engine == "ar" and self._remote_complete(setup):
                 present[engine] = name  # whether it answers shows on the first request

@@ -60,6 +60,10 @@ class DiffusionCosts:
     row_work: float = 0.0
     vocab: int = 0
     scaled_from: str = ""
+    # A draft engine on another machine (models.draft = sharpen:URL or openai:URL#MODEL): the round trip each
+    # draft adds, and for a text-only server (no passes to count) the seconds per token its drafts took.
+    round_trip_s: float = 0.0
+    text_only_s_per_token: float = 0.0
 
     def slower(self, factor: float) -> DiffusionCosts:
         """These costs with every pass `factor` times as long."""

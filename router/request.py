@@ -26,6 +26,7 @@ Rule = Literal[
     "design_quality_gap",
     "design_budget",
     "design",
+    "remote_down",
 ]
 KINDS: tuple[Kind, ...] = ("complete", "draft", "infill", "chat")
 POLICIES: tuple[Policy, ...] = ("measured", "design", "fastest", "quality")

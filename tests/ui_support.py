@@ -7,9 +7,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypedDict, Unpack
 
+from textual.pilot import Pilot
+from textual.widgets import Input
+
 from app.storage.config import Config, DiffusionSection, ModelsSection, RouterSection, UiSection
 from router.request import Quality
 from ui.app import SharpenApp
+from ui.screens.dialogs import DraftPromptScreen
 
 AppFactory = Callable[..., SharpenApp]
 
@@ -43,3 +47,20 @@ def make_config(
         diffusion=DiffusionSection(tokens=48, block_length=16),
         ui=dataclasses.replace(UiSection(), **overrides),
     )
+
+
+async def wait_until(pilot: Pilot, condition: Callable[[], bool], seconds: float = 30.0) -> bool:
+    for _ in range(int(seconds / 0.05)):
+        if condition():
+            return True
+        await pilot.pause(0.05)
+    return condition()
+
+
+async def ask_for_draft(pilot: Pilot, app: SharpenApp, prompt: str, tokens: int) -> None:
+    await pilot.press("ctrl+d")
+    assert isinstance(app.screen, DraftPromptScreen)
+    await pilot.press(*prompt)
+    tokens_input = app.screen.query_one("#draft-tokens", Input)
+    tokens_input.value = str(tokens)
+    await pilot.press("enter")

@@ -34,6 +34,8 @@ def route_line(route: Route, advice: Route | None, other_key: str) -> str:
     other = other_engine(route.engine)
     if other in route.estimates:
         parts.append(f"{other_key}: {ENGINE_LABELS[other]}'s draft too")
+    elif route.rule == "remote_down":
+        parts.append(f"the {ENGINE_LABELS[other]} engine on another machine does not answer")
     else:
         parts.append(f"no {ENGINE_LABELS[other]} model is configured (f2 chooses one)")
     if decided is not None:

@@ -18,6 +18,7 @@ from app.doctor.gpu import check_this_gpu
 from app.doctor.report import Finding, Report, Status
 from app.doctor.stores import check_stores
 from app.orchestration.model_manager import size_on_disk
+from app.orchestration.remote_drafts import RemoteDrafts
 from app.service import SharpenService
 from app.storage.config import Config, ConfigError, ModelsSection, load_config
 from app.storage.paths import SharpenPaths, sharpen_paths
@@ -203,6 +204,17 @@ def check_remote_model(check: str, remote: RemoteSource) -> Finding:
     return Finding(check, "ok", f"{remote.label}: answers and lists the model", "", facts)
 
 
+def check_remote_drafts(check: str, remote: RemoteDrafts) -> Finding:
+    """Whether the remote draft engine answers, what drafts there, and whether its drafts animate."""
+    state = remote.state()
+    facts: dict[str, object] = {"base_url": remote.source.base_url, "kind": remote.source.kind, "model": state.model}
+    if state.down:
+        return Finding(check, "warn", f"{state.down}; drafts go to this machine's engines", "start it", facts)
+    shown = "passes animate" if remote.animated else "text only, not animated"
+    trip = f"{state.costs.round_trip_s * 1000:.0f} ms round trip"
+    return Finding(check, "ok", f"{state.model}: answers ({trip}; {shown})", "", facts)
+
+
 def check_model(service: SharpenService, role: str, name: str) -> Finding:
     check = f"models.{role}"
     if role == "write" and not name.strip():
@@ -217,6 +229,9 @@ def check_model(service: SharpenService, role: str, name: str) -> Finding:
             "none configured: drafts stream from the AR model",
             "sharpen models use sharpen-draft --for draft",
         )
+    remote_drafts = service.engines.remote_drafts() if role == "draft" else None
+    if remote_drafts is not None:
+        return check_remote_drafts(check, remote_drafts)
     stand_in = service.models.serving(role)
     if stand_in.note:
         return Finding(check, "warn", stand_in.note, f"sharpen models use NAME --for {role}  (`sharpen models list`)")

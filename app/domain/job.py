@@ -10,6 +10,7 @@ from engines.ar_engine import AREngine
 from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.settings import DiffusionSettings
 from engines.events import Event
+from engines.remote_draft import RemoteDraft
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,7 @@ class Opened:
     (None for a request without one)."""
 
     events: Iterator[Event]
-    engine: AREngine | DiffusionEngine
+    engine: AREngine | DiffusionEngine | RemoteDraft
     context: ContextUse | None = None
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,6 +24,7 @@ from engines.diffusion.schedule import timestep_passes
 from engines.diffusion.settings import DiffusionSettings
 from engines.diffusion.settled import settled_text
 from engines.events import DiffusionStats, Done, Event, Pass, Token
+from engines.remote_draft import RemoteDraft
 from engines.trace import NO_MASK, TokenArrival, Trace, TraceHeader
 from router.request import EngineName, Kind, Route
 
@@ -54,7 +56,7 @@ class Reply:
         self.done: Done | None = None
         self.started = time.perf_counter()
         self._job: Job | None = job
-        self._engine: AREngine | DiffusionEngine | None = None
+        self._engine: AREngine | DiffusionEngine | RemoteDraft | None = None
         # What the model was given of the document around the cursor (known once the reply runs).
         self.context: ContextUse | None = None
         self._created = ""
@@ -122,6 +124,8 @@ class Reply:
     def settled_text(self, event: Pass) -> str:
         """A diffusion pass's settled text: what will no longer change, safe to stream."""
         engine = self._engine
+        if isinstance(engine, RemoteDraft):
+            return engine.settled(event)
         if not isinstance(engine, DiffusionEngine):
             return event.stable_text
         return settled_text(event, engine.decode)
@@ -132,7 +136,11 @@ class Reply:
         engine, done = self._engine, self.done
         if engine is None or done is None:
             return None
-        if not isinstance(engine, DiffusionEngine):
+        if isinstance(engine, RemoteDraft) and engine.remote_trace is not None:
+            return self._remote_trace(engine, engine.remote_trace, done)
+        if isinstance(engine, RemoteDraft) and not self.passes:
+            return None  # a text-only server's draft: nothing to play back
+        if not isinstance(engine, DiffusionEngine | RemoteDraft):
             return self._ar_trace(engine, done) if self.written else None
         if self.settings is None:
             return None
@@ -150,6 +158,21 @@ class Reply:
             kind=self.kind,
         )
         trace = Trace(header, passes=list(self.passes))
+        trace.record(done)
+        return trace
+
+    def _remote_trace(self, engine: RemoteDraft, remote: Trace, done: Done) -> Trace:
+        """A draft on another machine's Sharpen, as its own trace kept it (the passes unrounded, its settings),
+        recorded as this machine asked for it."""
+        header = replace(
+            remote.header,
+            model=engine.model_name,
+            backend=engine.backend_name,
+            prompt=self.prompt,
+            created=self._created,
+            kind=self.kind,
+        )
+        trace = Trace(header, passes=list(remote.passes))
         trace.record(done)
         return trace
 
@@ -182,7 +205,10 @@ class Reply:
             raise RuntimeError("a reply is described once it has run")
         payload: dict[str, Any] = {"text": self.done.text, "engine": self.engine, "model": self.model}
         payload |= self.done.stats.as_json()
-        if self.settings is not None:
+        remote_settings = self._engine.settings if isinstance(self._engine, RemoteDraft) else None
+        if remote_settings is not None:
+            payload["settings"] = remote_settings
+        elif self.settings is not None:
             payload["settings"] = self.settings.as_dict()
         if self.context is not None:
             payload["context"] = self.context.as_json()

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
+from pathlib import Path
 
 from app.orchestration.model_manager import ModelManager
+from app.orchestration.remote_drafts import RemoteDrafts
 from app.storage.config import Config, set_value
 from app.storage.paths import SharpenPaths
 from engines.ar_engine import AREngine
@@ -24,7 +26,7 @@ from engines.threads import Foreground
 from models.catalogue import ResolvedModel
 from models.errors import ModelError, UnsupportedModel
 from models.hf_checkpoint import is_checkpoint_folder
-from models.remote import remote_api_key
+from models.remote import is_remote_draft, parse_remote_draft, remote_api_key
 
 
 class NoDraftModel(ModelError):
@@ -55,6 +57,7 @@ class EngineRegistry:
         self._ar: AREngine | None = None
         self._writer: AREngine | None = None
         self._diffusion: DiffusionEngine | None = None
+        self._remote_drafts: RemoteDrafts | None = None
 
     @property
     def writing_model(self) -> str:
@@ -98,6 +101,17 @@ class EngineRegistry:
         served = self.models.served_ar(model.path)
         return LlamaAREngine(served.path, model.name, self.config.ar, self.foreground, adapter=served.adapter)
 
+    def remote_drafts(self) -> RemoteDrafts | None:
+        """The remote draft engine models.draft names (sharpen:URL, openai:URL#MODEL); None for a local model.
+        Its key is the remote AR engine's ($SHARPEN_REMOTE_API_KEY)."""
+        name = self.config.models.draft.strip()
+        if not is_remote_draft(name):
+            return None
+        with self._diffusion_lock:
+            if self._remote_drafts is None:
+                self._remote_drafts = RemoteDrafts(parse_remote_draft(name), api_key=remote_api_key())
+            return self._remote_drafts
+
     def diffusion(self) -> DiffusionEngine:
         """The diffusion engine for the configured draft model, loaded on first use."""
         with self._diffusion_lock:
@@ -105,6 +119,10 @@ class EngineRegistry:
                 name = self.models.serving("draft").name.strip()
                 if not name:
                     raise NoDraftModel()
+                if is_remote_draft(name):
+                    raise UnsupportedModel(
+                        Path(name), "is a draft engine on another machine", "It drafts and is calibrated there."
+                    )
                 model = self.models.resolve(name)
                 self.models.require_fit_to_load(model)
                 if is_checkpoint_folder(model.path):
@@ -170,7 +188,7 @@ class EngineRegistry:
                 models = replace(models, write=name)
             else:
                 models = replace(models, draft=name)
-                self._diffusion = None
+                self._diffusion = self._remote_drafts = None
             self.config = replace(self.config, models=models)
             if role == "write" or self.writing_model == self.complete_model:
                 self._writer = None  # loads again, or is no longer needed: the completion engine writes

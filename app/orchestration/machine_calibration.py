@@ -55,7 +55,9 @@ class Calibrations:
         """Measure the present engines (or those of them in `only`) and save the profile; an engine not
         measured keeps the figures already saved for it."""
         present = self.routing.present_engines()
-        measured = [engine for engine in present if only is None or engine in only]
+        # A draft engine on another machine is measured there: it reports its costs with its status.
+        local = [engine for engine in present if engine == "ar" or self.engines.remote_drafts() is None]
+        measured = [engine for engine in local if only is None or engine in only]
         device = self.routing.device_class()
         ar = self.engines.writer() if "ar" in measured else None  # the AR engine drafts run on
         diffusion = self.engines.diffusion() if "diffusion" in measured else None
@@ -132,8 +134,8 @@ class Calibrations:
     def needed(self) -> list[EngineName]:
         """The present engines whose costs are only estimated and quick to measure: what a quick calibration
         before the next draft would measure."""
-        profile = self.routing.cost_profile()[0]
-        present = self.routing.present_engines()
+        gathered = self.routing.gather()  # one status call where the draft engine is on another machine
+        profile, present = gathered.profile, gathered.present
         wanted: list[EngineName] = []
         local_ar = "ar" in present and self.routing.model_size("complete") is not None
         # A quick AR measurement: a 64-token prompt and 16 tokens.
@@ -141,7 +143,8 @@ class Calibrations:
         if local_ar and not profile.ar.measured and quick_ar <= QUICK_AR_LIMIT_S:
             wanted.append("ar")
         quick_pass = pass_seconds(QUICK_PASS_POSITIONS, profile.diffusion)
-        if "diffusion" in present and not profile.diffusion.measured and quick_pass <= QUICK_PASS_LIMIT_S:
+        local_diffusion = "diffusion" in present and self.engines.remote_drafts() is None
+        if local_diffusion and not profile.diffusion.measured and quick_pass <= QUICK_PASS_LIMIT_S:
             wanted.append("diffusion")
         return wanted
 

@@ -52,7 +52,7 @@ from models.gguf_twin import (
 )
 from models.hf_checkpoint import inspect_checkpoint, is_checkpoint_folder
 from models.hub import HubSettings, ProgressCallback, PullError, PullResult, cached_path, pull, remove
-from models.remote import RemoteSource, is_remote, parse_remote
+from models.remote import RemoteSource, is_remote, is_remote_draft, parse_remote, parse_remote_draft
 
 # complete: ghost-text completions; write: drafts, rewrites and chat replies through the AR engine (the
 # complete model's where models.write is empty); draft: the diffusion engine's drafts and rewrites.
@@ -335,10 +335,15 @@ class ModelManager:
         """The model `name` resolved, read and checked for `role`; a ModelError says what is wrong."""
         if role not in ROLES:
             raise ConfigError(f"unknown role {role!r}: use {', '.join(ROLES)}")
+        if role == "draft" and is_remote_draft(name):
+            parse_remote_draft(name)  # whether it answers shows on the next route
+            return ResolvedModel(name=name, path=Path(name), entry=None)
         remote = self.remote(name)
         if remote is not None:
             if role not in AR_ROLES:
-                raise UnsupportedModel(Path(name), "is a remote AR model", "Drafts need a local diffusion model.")
+                raise UnsupportedModel(
+                    Path(name), "is a remote AR model", "Drafts need a diffusion model, here or on another machine."
+                )
             return ResolvedModel(name=name, path=Path(name), entry=self.catalogue().get(name))
         model = self.resolve(name)
         if model.found is None:

@@ -8,7 +8,7 @@ import json
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
@@ -120,7 +120,26 @@ class SharpenServer:
         return JSONResponse({"object": "list", "data": data})
 
     async def status(self, _request: Request) -> JSONResponse:
-        return JSONResponse({"engines": {name: queue.as_json() for name, queue in self.queues.items()}})
+        """Each engine's queue, and the draft model with its calibration: what a Sharpen on another machine that
+        drafts here estimates its drafts with (adding the round trip it measures)."""
+        try:
+            draft = await run_in_threadpool(self._draft_status)
+        except Exception as error:
+            return api_error_for(error).response()
+        engines = {name: queue.as_json() for name, queue in self.queues.items()}
+        return JSONResponse({"engines": engines, "draft": draft})
+
+    def _draft_status(self) -> dict[str, Any]:
+        routing = self.service.routing
+        present = routing.present_engines()
+        profile, _warning = routing.cost_profile()
+        return {
+            "model": profile.diffusion.model or present.get("diffusion", ""),
+            "present": "diffusion" in present,
+            "device": profile.device,
+            "calibrated": profile.calibrated and profile.diffusion.measured,
+            "costs": asdict(profile.diffusion),
+        }
 
     async def chat_completions(self, request: Request) -> Response:
         return await self._serve(request, chat_call, self._chat_stream, lambda call, done: self._shape(call).chat(done))

@@ -346,8 +346,9 @@ def infill_call(service: SharpenService, body: Mapping[str, Any]) -> Call:
 
 
 def draft_call(service: SharpenService, body: Mapping[str, Any]) -> Call:
-    """/v1/sharpen/drafts: a diffusion draft (`prompt` or `messages`) or rewrite (`before` and `after`)
-    whose every pass is streamed."""
+    """/v1/sharpen/drafts: a diffusion draft (`prompt` or `messages`, written between `before` and `after` where
+    they are given: the document around the cursor) or a rewrite (`before` and `after` alone, with the
+    `selection` and its `instruction`) whose every pass is streamed."""
     check_unicode(body)
     options = dict(_get(body, "sharpen", dict, {}))
     options.setdefault("engine", "diffusion")
@@ -365,7 +366,13 @@ def draft_call(service: SharpenService, body: Mapping[str, Any]) -> Call:
         "stop": stop,
         "spelling": chosen.spelling,
     }
-    if "before" in body or "after" in body:
+    document = {"before": _get(body, "before", str, ""), "after": _get(body, "after", str, "")}
+    if "messages" in body:
+        turns = _messages(body)
+        request = DraftRequest("draft", turns[-1]["content"], history=tuple(turns[:-1]), **document, **common)
+    elif "prompt" in body:
+        request = DraftRequest("draft", _get(body, "prompt", str, ""), **document, **common)
+    elif "before" in body or "after" in body:
         if _get(body, "instruction", str, "").strip() and not _get(body, "selection", str, "").strip():
             raise bad_request("an instruction rewrites a text: give it as selection", param="selection")
         request = DraftRequest(
@@ -376,13 +383,7 @@ def draft_call(service: SharpenService, body: Mapping[str, Any]) -> Call:
             selection=_get(body, "selection", str, ""),
             **common,
         )
-    elif "messages" in body:
-        turns = _messages(body)
-        request = DraftRequest("draft", turns[-1]["content"], history=tuple(turns[:-1]), **common)
     else:
-        prompt = _get(body, "prompt", str)
-        if prompt is None:
-            raise bad_request("give prompt, messages, or before and after", param="prompt")
-        request = DraftRequest("draft", prompt, **common)
+        raise bad_request("give prompt, messages, or before and after", param="prompt")
     cancel = CancelToken()
     return Call(service.draft(request, cancel=cancel), cancel, True, False, stop)

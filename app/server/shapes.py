@@ -158,4 +158,5 @@ def pass_body(reply: Reply, event: Pass) -> dict[str, Any]:
         "settled_text": reply.settled_text(event),
         "window": list(event.window),
         "elapsed_ms": round(event.elapsed_s * 1000, 3),
+        "planned_passes": event.planned_passes,
     }

@@ -50,8 +50,9 @@ class ModelsSection:
     )
     draft: str = option(
         "sharpen-draft",
-        "diffusion model for drafts and rewrites: a catalogue name, a .gguf path, a found model's name or a "
-        "checkpoint folder; empty means none configured",
+        "diffusion model for drafts and rewrites: a catalogue name, a .gguf path, a found model's name, a "
+        "checkpoint folder, or a draft engine on another machine (sharpen:URL for another sharpen serve, "
+        "openai:URL#MODEL for a text-only OpenAI-compatible server); empty means none configured",
     )
     folders: str = option(
         "",

@@ -7,31 +7,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from textual import events
-from textual.pilot import Pilot
-from textual.widgets import Input
-from ui_support import AppFactory, make_config
+from ui_support import AppFactory, ask_for_draft, make_config, wait_until
 
 from app.domain.draft_request import DraftRequest
 from ui.app import SharpenApp
-from ui.screens.dialogs import DraftPromptScreen, RewriteScreen
+from ui.screens.dialogs import RewriteScreen
 from ui.screens.playback import PlaybackScreen
-
-
-async def wait_until(pilot: Pilot, condition: Callable[[], bool], seconds: float = 30.0) -> bool:
-    for _ in range(int(seconds / 0.05)):
-        if condition():
-            return True
-        await pilot.pause(0.05)
-    return condition()
-
-
-async def ask_for_draft(pilot: Pilot, app: SharpenApp, prompt: str, tokens: int) -> None:
-    await pilot.press("ctrl+d")
-    assert isinstance(app.screen, DraftPromptScreen)
-    await pilot.press(*prompt)
-    tokens_input = app.screen.query_one("#draft-tokens", Input)
-    tokens_input.value = str(tokens)
-    await pilot.press("enter")
 
 
 async def test_a_draft_animates_and_is_inserted(make_app: AppFactory, tiny_cacheable_path: Path) -> None:
