@@ -14,8 +14,10 @@ from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar
 
 from app.domain.context import ContextUse, continued_reply, document_instruction, fit_context
+from app.domain.draft_check import CheckRecord, DraftChecks
 from app.domain.draft_request import DraftRequest
 from app.domain.job import Job, Opened
+from app.orchestration.draft_tries import best_of_tries
 from app.storage.config import Config
 from engines.ar_engine import AREngine, Sampling, TrimPolicy, fim_budgets
 from engines.cancel import CancelToken
@@ -29,6 +31,9 @@ from router.request import Route
 # What stands for each side of the document while a prompt's framing is measured (a heading is laid out
 # only for a side that has text).
 STAND_IN = "."
+# Sampled drafts (a candidate after the first, a draft tried again) are sampled at this temperature at least:
+# a new seed alone changes nothing in greedy decoding.
+CANDIDATE_TEMPERATURE = 0.8
 
 Prompt = TypeVar("Prompt")
 
@@ -168,7 +173,10 @@ class ArDrafter:
             given.get("seed"),
             config.chat.no_repeat_ngram,
         )
-        return Job(tokens, lambda: self._open_draft(request, tokens, sampling, cancel))
+        checks = DraftChecks.of(request.instruction) if request.kind == "draft" and request.asked else None
+        if checks is None or not checks.checks_anything:
+            return Job(tokens, lambda: self._open_draft(request, tokens, sampling, cancel))
+        return Job(tokens, lambda: self._open_checked(request, tokens, sampling, cancel, checks))
 
     @staticmethod
     def document_prompt(request: DraftRequest, before: str, after: str) -> ArPrompt:
@@ -184,6 +192,31 @@ class ArDrafter:
         """An AR draft into a document for an engine that cannot be given the start of its reply (a remote
         one): the document goes into the request under headings."""
         return ArPrompt(request.conversation(document_instruction(request.asked, before, after)))
+
+    def _open_checked(
+        self,
+        request: DraftRequest,
+        tokens: int,
+        sampling: Sampling,
+        cancel: CancelToken | None,
+        checks: DraftChecks,
+    ) -> Opened:
+        """A draft checked against what its instruction asks, drafted again (sampled, each try with its own
+        seed) while it fails, up to chat.fact_tries drafts: the best is kept (app/orchestration/draft_tries.py)."""
+        first, record = self._open_draft(request, tokens, sampling, cancel), CheckRecord()
+
+        def draft(number: int) -> Iterator[Event]:
+            if number == 0:
+                return first.events
+            again = replace(
+                sampling,
+                temperature=max(sampling.temperature, CANDIDATE_TEMPERATURE),
+                seed=(sampling.seed or 0) + number,
+            )
+            return self._open_draft(request, tokens, again, cancel).events
+
+        events = best_of_tries(draft, checks, self.config().chat.fact_tries, record)
+        return Opened(events, first.engine, first.context, record)
 
     def _open_draft(self, request: DraftRequest, tokens: int, sampling: Sampling, cancel: CancelToken | None) -> Opened:
         engine = self.engine()

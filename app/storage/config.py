@@ -76,6 +76,14 @@ class ChatSection:
         between(0, 16),
         metavar="N",
     )
+    fact_tries: int = option(
+        3,
+        "an AR draft with an instruction is drafted again, with another seed, while it leaves out a fact the "
+        "instruction asks for (a time, a day, a date, a sum, a code, a name) or accepts where a decline was asked, "
+        "up to this many tries in all; the best is kept and the reply says what is still missing. 1 is off",
+        between(1, 16),
+        metavar="N",
+    )
 
 
 @dataclass(frozen=True)
