@@ -1,11 +1,13 @@
-"""What a draft is checked against before it is shown: the facts its instruction asks for and, where the
-instruction declines, that the draft does not accept. The AR drafter drafts again while a draft fails and
-keeps the best (app/orchestration/drafters.py); the reply says how many tries it took and what is still
-missing."""
+"""What a draft is checked against before it is shown: the facts its instruction asks for, that it does not
+copy the instruction or the document back (a draft that echoes the instruction carries every fact asked),
+and, where the instruction declines, that it does not accept. The AR drafter drafts again while a draft
+fails and keeps the best (app/orchestration/drafters.py); the reply says how many tries it took and what is
+still missing."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from app.domain.asked_facts import AskedFact, asked_facts, missing_facts
@@ -18,35 +20,52 @@ class Verdict:
 
     missing: tuple[AskedFact, ...]
     turned_around: bool
+    echoes: bool = False
 
     @property
     def passed(self) -> bool:
-        return not self.missing and not self.turned_around
+        return not self.missing and not self.turned_around and not self.echoes
 
     @property
-    def rank(self) -> tuple[int, int]:
-        """Higher is better: fewer facts missing first, then the stance kept."""
-        return (-len(self.missing), 0 if self.turned_around else 1)
+    def rank(self) -> tuple[int, int, int]:
+        """Higher is better: a draft of its own first, then fewer facts missing, then the stance kept."""
+        return (0 if self.echoes else 1, -len(self.missing), 0 if self.turned_around else 1)
 
 
 @dataclass(frozen=True)
 class DraftChecks:
-    """What a draft for `instruction` must do: carry `facts`, and decline where `declines`."""
+    """What a draft for `instruction` must do: carry `facts`, decline where `declines`, and copy no run of
+    ECHO_RUN words of the instruction or of the document (`echoed`) back."""
 
     instruction: str
     facts: tuple[AskedFact, ...]
     declines: bool
+    echoed: frozenset[tuple[str, ...]] = field(default=frozenset(), repr=False)
 
     @classmethod
-    def of(cls, instruction: str) -> DraftChecks:
-        return cls(instruction, asked_facts(instruction), asks_to_decline(instruction))
+    def of(cls, instruction: str, document: str = "") -> DraftChecks:
+        """The checks for a draft asked by `instruction`, written into `document` (the text around the cursor)."""
+        runs = frozenset(word_runs(instruction)) | frozenset(word_runs(document))
+        return cls(instruction, asked_facts(instruction), asks_to_decline(instruction), runs)
 
     @property
     def checks_anything(self) -> bool:
         return bool(self.facts) or self.declines
 
     def verdict(self, text: str) -> Verdict:
-        return Verdict(missing_facts(text, self.facts), turns_decline_around(self.instruction, text))
+        echoes = any(run in self.echoed for run in word_runs(text))
+        return Verdict(missing_facts(text, self.facts), turns_decline_around(self.instruction, text), echoes)
+
+
+# A run of this many words of the instruction or the document, word for word, is copied back.
+ECHO_RUN = 8
+_WORD = re.compile(r"[\w']+")
+
+
+def word_runs(text: str, run: int = ECHO_RUN) -> list[tuple[str, ...]]:
+    """The text's runs of `run` words (lower case, punctuation left out)."""
+    words = _WORD.findall(text.lower().replace("\u2019", "'"))
+    return [tuple(words[i : i + run]) for i in range(len(words) - run + 1)]
 
 
 @dataclass(frozen=True)
@@ -59,6 +78,7 @@ class CheckedDraft:
     asked: tuple[AskedFact, ...]
     missing: tuple[AskedFact, ...]
     turned_around: bool
+    echoes: bool = False
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -67,6 +87,7 @@ class CheckedDraft:
             "facts_asked": [fact.said for fact in self.asked],
             "facts_missing": [fact.said for fact in self.missing],
             "declines_turned_around": self.turned_around,
+            "copies_back": self.echoes,
         }
 
     def note(self) -> str:
@@ -78,7 +99,9 @@ class CheckedDraft:
             parts.append("still missing " + ", ".join(f'"{fact.said}"' for fact in self.missing))
         if self.turned_around:
             parts.append("it reads as an acceptance where a decline was asked")
-        if parts and not self.missing and not self.turned_around:
+        if self.echoes:
+            parts.append("it copies words of the request or the document back")
+        if parts and not self.missing and not self.turned_around and not self.echoes:
             parts.append(f"it carries the {len(self.asked)} facts asked" if self.asked else "it keeps the decline")
         return "; ".join(parts)
 

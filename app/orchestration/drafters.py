@@ -173,7 +173,8 @@ class ArDrafter:
             given.get("seed"),
             config.chat.no_repeat_ngram,
         )
-        checks = DraftChecks.of(request.instruction) if request.kind == "draft" and request.asked else None
+        asked = request.kind == "draft" and request.asked
+        checks = DraftChecks.of(request.instruction, request.before + "\n" + request.after) if asked else None
         if checks is None or not checks.checks_anything:
             return Job(tokens, lambda: self._open_draft(request, tokens, sampling, cancel))
         return Job(tokens, lambda: self._open_checked(request, tokens, sampling, cancel, checks))
