@@ -1,8 +1,8 @@
 """What a draft is checked against before it is shown: the facts its instruction asks for, that it does not
 copy the instruction or the document back (a draft that echoes the instruction carries every fact asked),
-and, where the instruction declines, that it does not accept. The AR drafter drafts again while a draft
-fails and keeps the best (app/orchestration/drafters.py); the reply says how many tries it took and what is
-still missing."""
+and that it takes the stance asked (declines, accepts, apologises; a decline not turned into an
+acceptance). The AR drafter drafts again while a draft fails and keeps the best
+(app/orchestration/drafters.py); the reply says how many tries it took and what is still missing."""
 
 from __future__ import annotations
 
@@ -11,50 +11,54 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.domain.asked_facts import AskedFact, asked_facts, missing_facts
-from app.domain.asked_stance import asks_to_decline, turns_decline_around
+from app.domain.asked_stance import Stance, asked_stances, takes, turns_decline_around
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """How one draft fares: the asked facts it leaves out, and whether it turns an asked decline around."""
+    """How one draft fares: the asked facts it leaves out, the asked stances it does not take, whether it
+    turns an asked decline around, and whether it copies the prompt back."""
 
     missing: tuple[AskedFact, ...]
     turned_around: bool
     echoes: bool = False
+    stances_missing: tuple[Stance, ...] = ()
 
     @property
     def passed(self) -> bool:
-        return not self.missing and not self.turned_around and not self.echoes
+        return not (self.missing or self.turned_around or self.echoes or self.stances_missing)
 
     @property
-    def rank(self) -> tuple[int, int, int]:
-        """Higher is better: a draft of its own first, then fewer facts missing, then the stance kept."""
-        return (0 if self.echoes else 1, -len(self.missing), 0 if self.turned_around else 1)
+    def rank(self) -> tuple[int, int, int, int]:
+        """Higher is better: a draft of its own first, then fewer facts missing, then the stance not turned
+        around, then the stances taken."""
+        return (0 if self.echoes else 1, -len(self.missing), 0 if self.turned_around else 1, -len(self.stances_missing))
 
 
 @dataclass(frozen=True)
 class DraftChecks:
-    """What a draft for `instruction` must do: carry `facts`, decline where `declines`, and copy no run of
+    """What a draft for `instruction` must do: carry `facts`, take the `stances` asked, and copy no run of
     ECHO_RUN words of the instruction or of the document (`echoed`) back."""
 
     instruction: str
     facts: tuple[AskedFact, ...]
-    declines: bool
+    stances: frozenset[Stance]
     echoed: frozenset[tuple[str, ...]] = field(default=frozenset(), repr=False)
 
     @classmethod
     def of(cls, instruction: str, document: str = "") -> DraftChecks:
         """The checks for a draft asked by `instruction`, written into `document` (the text around the cursor)."""
         runs = frozenset(word_runs(instruction)) | frozenset(word_runs(document))
-        return cls(instruction, asked_facts(instruction), asks_to_decline(instruction), runs)
+        return cls(instruction, asked_facts(instruction), asked_stances(instruction), runs)
 
     @property
     def checks_anything(self) -> bool:
-        return bool(self.facts) or self.declines
+        return bool(self.facts) or bool(self.stances)
 
     def verdict(self, text: str) -> Verdict:
         echoes = any(run in self.echoed for run in word_runs(text))
-        return Verdict(missing_facts(text, self.facts), turns_decline_around(self.instruction, text), echoes)
+        not_taken = tuple(stance for stance in sorted(self.stances) if not takes(stance, text))
+        return Verdict(missing_facts(text, self.facts), turns_decline_around(self.instruction, text), echoes, not_taken)
 
 
 # A run of this many words of the instruction or the document, word for word, is copied back.
@@ -79,6 +83,7 @@ class CheckedDraft:
     missing: tuple[AskedFact, ...]
     turned_around: bool
     echoes: bool = False
+    stances_missing: tuple[Stance, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -86,6 +91,7 @@ class CheckedDraft:
             "kept_try": self.kept_try,
             "facts_asked": [fact.said for fact in self.asked],
             "facts_missing": [fact.said for fact in self.missing],
+            "stances_missing": list(self.stances_missing),
             "declines_turned_around": self.turned_around,
             "copies_back": self.echoes,
         }
@@ -99,9 +105,11 @@ class CheckedDraft:
             parts.append("still missing " + ", ".join(f'"{fact.said}"' for fact in self.missing))
         if self.turned_around:
             parts.append("it reads as an acceptance where a decline was asked")
+        elif self.stances_missing:
+            parts.append("it does not " + " or ".join(self.stances_missing) + " as asked")
         if self.echoes:
             parts.append("it copies words of the request or the document back")
-        if parts and not self.missing and not self.turned_around and not self.echoes:
+        if parts and not (self.missing or self.turned_around or self.echoes or self.stances_missing):
             parts.append(f"it carries the {len(self.asked)} facts asked" if self.asked else "it keeps the decline")
         return "; ".join(parts)
 

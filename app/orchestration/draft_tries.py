@@ -1,8 +1,8 @@
 """A draft checked against what its instruction asks (app/domain/draft_check.py), drafted again while it
 fails: up to `tries` drafts, the best kept (a draft that copies the prompt back last, then the most asked
-facts carried, then an asked decline kept, then the earliest). Only the kept draft's tokens are passed on, so
-every front end shows, streams and records the text it gets at the end; with one try allowed, the draft
-streams as it comes."""
+facts carried, then an asked decline not turned around, then the stances asked taken, then the earliest).
+Only the kept draft's tokens are passed on, so every front end shows, streams and records the text it gets
+at the end; with one try allowed, the draft streams as it comes."""
 
 from __future__ import annotations
 
@@ -60,7 +60,9 @@ def best_of_tries(
 
 
 def _outcome(checks: DraftChecks, tries: int, kept: int, verdict: Verdict) -> CheckedDraft:
-    return CheckedDraft(tries, kept, checks.facts, verdict.missing, verdict.turned_around, verdict.echoes)
+    return CheckedDraft(
+        tries, kept, checks.facts, verdict.missing, verdict.turned_around, verdict.echoes, verdict.stances_missing
+    )
 
 
 def _timed(done: Done, spent_s: float) -> Done:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.domain.asked_facts import AskedFact, asked_facts, missing_facts
-from app.domain.asked_stance import acceptances, asks_to_decline, turns_decline_around
+from app.domain.asked_stance import acceptances, asked_stances, asks_to_decline, takes, turns_decline_around
 from app.domain.draft_check import CheckedDraft, DraftChecks
 
 
@@ -115,9 +115,27 @@ def test_an_acceptance_turns_a_decline_around_unless_the_draft_also_declines() -
     assert acceptances("I'm not looking forward to it, but count me in") == ("count me in",)
 
 
+def test_the_stance_asked_is_taken_or_not() -> None:
+    assert asked_stances("apologise for the late delivery and say we can't refund the postage") == {
+        "decline",
+        "apologise",
+    }
+    assert asked_stances("say yes, Tuesday works for me") == {"accept"}
+    assert asked_stances("accept the dinner but say I can't bring wine") == set(), "both: neither is asked"
+    assert takes("decline", "Unfortunately I won't be able to come.") and not takes("decline", "I can't wait!")
+    assert takes("accept", "Yes, Tuesday sounds good.") and not takes("accept", "Yes, but I can't make Tuesday.")
+    assert takes("apologise", "We're so sorry about the mix-up.") and not takes("apologise", "Thanks for waiting.")
+    checks = DraftChecks.of("say sorry that I can't come to the quiz")
+    verdict = checks.verdict("Thanks for inviting me, I can't come to the quiz.")
+    assert verdict.stances_missing == ("apologise",) and not verdict.passed
+    assert checks.verdict("I'm sorry, I can't come to the quiz this time.").passed
+    report = CheckedDraft(2, 1, checks.facts, (), False, False, verdict.stances_missing)
+    assert report.note() == "drafted 2 times, kept try 1; it does not apologise as asked"
+
+
 def test_a_draft_is_checked_and_reported() -> None:
     checks = DraftChecks.of("decline Friday's dinner with Leo, suggest Sunday at 7pm")
-    assert checks.checks_anything and checks.declines
+    assert checks.checks_anything and checks.stances == {"decline"}
     good = checks.verdict("I'm afraid I can't do Friday, Leo. Would Sunday at 7pm work?")
     assert good.passed
     turned = checks.verdict("Friday with Leo sounds great, I'll be there at 7pm, or Sunday.")
@@ -134,6 +152,7 @@ def test_a_draft_is_checked_and_reported() -> None:
         "kept_try": 2,
         "facts_asked": ["Friday", "Leo", "Sunday", "7pm"],
         "facts_missing": ["Leo", "Sunday", "7pm"],
+        "stances_missing": [],
         "declines_turned_around": False,
         "copies_back": False,
     }
