@@ -1,11 +1,11 @@
 """The facts an instruction asks a draft to carry, and whether a text carries each.
 
 From the instruction alone (the words typed in the draft box): times ("10am", "10:30", "3 p.m."), weekdays,
-dates and months, sums with a currency, percentages, ids and codes (letters with digits, IBANs), email
-addresses, URLs, proper names (capitalised words that do not open a sentence, less a stop list) and the other
-numbers. A text carries a fact when it states the same thing in any of its usual spellings: "10am" is carried
-by "10 a.m." and "10:00 am", "£1,200" by "£1200" and "1,200 pounds", a code by itself with other spacing,
-case never counts.
+days said from today ("tomorrow", "next week"), dates and months, sums with a currency, percentages, ids and
+codes (letters with digits, IBANs), email addresses, URLs, proper names (capitalised words that do not open a
+sentence, less a stop list) and the other numbers. A text carries a fact when it states the same thing in any
+of its usual spellings: "10am" is carried by "10 a.m." and "10:00 am", "£1,200" by "£1200" and "1,200
+pounds", a code by itself with other spacing, case never counts.
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Literal
 
-FactKind = Literal["url", "email", "money", "percent", "time", "date", "weekday", "month", "code", "name", "number"]
+FactKind = Literal[
+    "url", "email", "money", "percent", "time", "date", "weekday", "day", "month", "code", "name", "number"
+]
 
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 MONTHS = (
@@ -113,6 +115,12 @@ _DATE = re.compile(
 )
 _WEEKDAY = re.compile(r"\b(?P<w>" + "|".join(WEEKDAYS) + r")s?\b", re.IGNORECASE)
 # Capitalised, as a name is ("may" is a verb, "march" one too).
+# A day said from today: "tomorrow", "this evening", "next week".
+_RELATIVE_DAY = re.compile(
+    r"\b(?:the day after tomorrow|today|tonight|tomorrow|this (?:morning|afternoon|evening|weekend|week)|"
+    r"next (?:week|weekend|month))\b",
+    re.IGNORECASE,
+)
 _MONTH = re.compile(r"\b(?P<m>" + "|".join(month.capitalize() for month in MONTHS) + r")\b")
 _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]{4}){2,7}(?:[ ]?[A-Z0-9]{1,3})?\b")
 _CODE = re.compile(r"(?<![\w@./-])#?(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*(?![\w@-]|\.\w)")
@@ -156,6 +164,7 @@ def asked_facts(instruction: str) -> tuple[AskedFact, ...]:
     take("percent", _PERCENT)
     take("date", _DATE, _real_date)
     take("weekday", _WEEKDAY)
+    take("day", _RELATIVE_DAY)
     take("month", _MONTH)
     take("code", _IBAN)
     take("code", _CODE, lambda match: not _ORDINAL.fullmatch(match.group(0)))
@@ -386,6 +395,7 @@ _CARRIERS: dict[FactKind, Callable[[str, str], bool]] = {
     "time": _carries_time,
     "date": _carries_date,
     "weekday": _carries_weekday,
+    "day": _carries_words,
     "month": _carries_month,
     "code": _carries_code,
     "name": _carries_words,

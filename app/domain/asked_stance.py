@@ -22,7 +22,7 @@ _QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'"})
 _DECLINE_ASKED = re.compile(
     r"\b(?:declin\w*|can't|cannot|can not|unable|not able|won't be able|will not be able|say no|saying no|"
     r"turn(?:s|ing|ed)? (?:it |them |this |that |the \w+ )?down|refus\w*|won't make|not make it|won't attend|"
-    r"not attend\w*|have to miss|will miss|pass on)\b",
+    r"not attend\w*|have to miss|will miss|pass on|(?:don't|do not|won't|will not|can't|cannot) accept)\b",
     re.IGNORECASE,
 )
 _ACCEPT_ASKED = re.compile(
@@ -62,7 +62,8 @@ def asked_stances(instruction: str) -> frozenset[Stance]:
     """The stances `instruction` asks the draft to take (none where it both declines and accepts)."""
     plain = instruction.translate(_QUOTES)
     stances: set[Stance] = set()
-    declines, accepts = bool(_DECLINE_ASKED.search(plain)), bool(_ACCEPT_ASKED.search(plain))
+    declines = bool(_DECLINE_ASKED.search(plain))
+    accepts = any(not _NEGATED.search(plain[: m.start()]) for m in _ACCEPT_ASKED.finditer(plain))
     if declines != accepts:
         stances.add("decline" if declines else "accept")
     if _APOLOGY_ASKED.search(plain):

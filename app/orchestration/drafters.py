@@ -204,6 +204,11 @@ class ArDrafter:
     ) -> Opened:
         """A draft checked against what its instruction asks, drafted again (sampled, each try with its own
         seed) while it fails, up to chat.fact_tries drafts: the best is kept (app/orchestration/draft_tries.py)."""
+        import os  # MEASURE-ONLY
+
+        share_all = float(os.environ.get("SHARPEN_MIN_SHARE_ALL", "0"))
+        share_retry = float(os.environ.get("SHARPEN_MIN_SHARE_RETRY", "0"))
+        sampling = replace(sampling, min_tokens=int(tokens * share_all))
         first, record = self._open_draft(request, tokens, sampling, cancel), CheckRecord()
 
         def draft(number: int) -> Iterator[Event]:
@@ -213,6 +218,7 @@ class ArDrafter:
                 sampling,
                 temperature=max(sampling.temperature, CANDIDATE_TEMPERATURE),
                 seed=(sampling.seed or 0) + number,
+                min_tokens=max(sampling.min_tokens, int(tokens * share_retry)),
             )
             return self._open_draft(request, tokens, again, cancel).events
 

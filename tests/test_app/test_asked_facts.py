@@ -68,6 +68,7 @@ def test_a_possessive_ends_a_name() -> None:
         ("write to ana@pinewood.example.com", ["ANA@Pinewood.example.com."], ["ana@pinewood.example"]),
         ("see https://pinewood.example.com/book/", ["pinewood.example.com/book"], ["pinewood.example.com"]),
         ("ask Ana Lima", ["ana lima", "Ana Lima's"], ["Ana", "Analima"]),
+        ("ship it tomorrow, invoice next week", ["Tomorrow, and next week"], ["tomorrow", "next month"]),
         ("order #4521 for 3 boxes", ["4521, three boxes", "no. 4,521 and 3 boxes"], ["452 and 3", "4521 and 13"]),
         ("the 2nd floor", ["second floor", "floor 2"], ["22nd"]),
     ],
@@ -122,6 +123,7 @@ def test_the_stance_asked_is_taken_or_not() -> None:
     }
     assert asked_stances("say yes, Tuesday works for me") == {"accept"}
     assert asked_stances("accept the dinner but say I can't bring wine") == set(), "both: neither is asked"
+    assert asked_stances("tell them we don't accept the revised quote") == {"decline"}
     assert takes("decline", "Unfortunately I won't be able to come.") and not takes("decline", "I can't wait!")
     assert takes("accept", "Yes, Tuesday sounds good.") and not takes("accept", "Yes, but I can't make Tuesday.")
     assert takes("apologise", "We're so sorry about the mix-up.") and not takes("apologise", "Thanks for waiting.")
