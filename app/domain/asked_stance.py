@@ -55,7 +55,7 @@ _APOLOGIES = re.compile(
     re.IGNORECASE,
 )
 # A negation just before an acceptance turns it around ("not looking forward", "never count me in").
-_NEGATED = re.compile(r"\b(?:not|never|no longer|n't)\s*(?:\w+\s+){0,1}$", re.IGNORECASE)
+_NEGATED = re.compile(r"(?:\b(?:not|never|no longer)|n't)\s*(?:\w+\s+)?$", re.IGNORECASE)
 
 
 def asked_stances(instruction: str) -> frozenset[Stance]:

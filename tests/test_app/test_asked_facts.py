@@ -114,6 +114,7 @@ def test_an_acceptance_turns_a_decline_around_unless_the_draft_also_declines() -
     assert not turns_decline_around(asked, "Thanks for the invitation to Friday's meeting.")
     assert not turns_decline_around("accept the meeting", "I'm looking forward to it.")
     assert acceptances("I'm not looking forward to it, but count me in") == ("count me in",)
+    assert acceptances("I don't look forward to it") == ()
 
 
 def test_the_stance_asked_is_taken_or_not() -> None:
