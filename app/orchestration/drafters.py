@@ -38,6 +38,9 @@ CHECKED_MIN_SHARE = 0.5
 # Kept from its end, a chat model may go on into a turn of its own ("Best, Ana\nuser\nHow many..."): a draft
 # that runs to a least length ends where one starts.
 TURN_STOPS = ("\nuser\n", ".user\n", "!user\n", "?user\n", "\nassistant\n")
+# A checked draft's try n is seeded this many times n past its own seed: clear of the seeds the next
+# candidates take (the service's candidate n is seeded n past the first).
+RETRY_SEED_STEP = 1000
 # Sampled drafts (a candidate after the first, a draft tried again) are sampled at this temperature at least:
 # a new seed alone changes nothing in greedy decoding.
 CANDIDATE_TEMPERATURE = 0.8
@@ -224,7 +227,7 @@ class ArDrafter:
             again = replace(
                 sampling,
                 temperature=max(sampling.temperature, CANDIDATE_TEMPERATURE),
-                seed=(sampling.seed or 0) + number,
+                seed=(sampling.seed or 0) + RETRY_SEED_STEP * number,
             )
             return self._open_draft(request, tokens, again, cancel).events
 
