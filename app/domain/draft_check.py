@@ -23,16 +23,19 @@ class Verdict:
     turned_around: bool
     echoes: bool = False
     stances_missing: tuple[Stance, ...] = ()
+    # The draft goes on into the chat's next turn ("Best, Ana\nuser\nHow many...").
+    new_turn: bool = False
 
     @property
     def passed(self) -> bool:
-        return not (self.missing or self.turned_around or self.echoes or self.stances_missing)
+        return not (self.missing or self.turned_around or self.echoes or self.stances_missing or self.new_turn)
 
     @property
     def rank(self) -> tuple[int, int, int, int]:
-        """Higher is better: a draft of its own first, then fewer facts missing, then the stance not turned
-        around, then the stances taken."""
-        return (0 if self.echoes else 1, -len(self.missing), 0 if self.turned_around else 1, -len(self.stances_missing))
+        """Higher is better: a draft of its own first (no copying back, no next turn), then fewer facts
+        missing, then the stance not turned around, then the stances taken."""
+        own = 0 if self.echoes or self.new_turn else 1
+        return (own, -len(self.missing), 0 if self.turned_around else 1, -len(self.stances_missing))
 
 
 @dataclass(frozen=True)
@@ -58,9 +61,12 @@ class DraftChecks:
     def verdict(self, text: str) -> Verdict:
         echoes = any(run in self.echoed for run in word_runs(text))
         not_taken = tuple(stance for stance in sorted(self.stances) if not takes(stance, text))
-        return Verdict(missing_facts(text, self.facts), turns_decline_around(self.instruction, text), echoes, not_taken)
+        turned = turns_decline_around(self.instruction, text)
+        return Verdict(missing_facts(text, self.facts), turned, echoes, not_taken, bool(NEW_TURN.search(text)))
 
 
+# A chat role's name where a sentence or a line ends, alone on its line or at the end: the next turn.
+NEW_TURN = re.compile(r"(?:^|[\n.!?:]\s*)(?:user|assistant)\s*(?:\n|$)", re.IGNORECASE)
 # A run of this many words of the instruction or the document, word for word, is copied back.
 ECHO_RUN = 8
 _WORD = re.compile(r"[\w']+")
@@ -84,6 +90,7 @@ class CheckedDraft:
     turned_around: bool
     echoes: bool = False
     stances_missing: tuple[Stance, ...] = ()
+    new_turn: bool = False
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -94,6 +101,7 @@ class CheckedDraft:
             "stances_missing": list(self.stances_missing),
             "declines_turned_around": self.turned_around,
             "copies_back": self.echoes,
+            "writes_next_turn": self.new_turn,
         }
 
     def note(self) -> str:
@@ -109,7 +117,9 @@ class CheckedDraft:
             parts.append("it does not " + " or ".join(self.stances_missing) + " as asked")
         if self.echoes:
             parts.append("it copies words of the request or the document back")
-        if parts and not (self.missing or self.turned_around or self.echoes or self.stances_missing):
+        if self.new_turn:
+            parts.append("it goes on into a turn of the chat")
+        if parts and not (self.missing or self.turned_around or self.echoes or self.stances_missing or self.new_turn):
             parts.append(f"it carries the {len(self.asked)} facts asked" if self.asked else "it keeps the decline")
         return "; ".join(parts)
 

@@ -61,7 +61,14 @@ def best_of_tries(
 
 def _outcome(checks: DraftChecks, tries: int, kept: int, verdict: Verdict) -> CheckedDraft:
     return CheckedDraft(
-        tries, kept, checks.facts, verdict.missing, verdict.turned_around, verdict.echoes, verdict.stances_missing
+        tries,
+        kept,
+        checks.facts,
+        verdict.missing,
+        verdict.turned_around,
+        verdict.echoes,
+        verdict.stances_missing,
+        verdict.new_turn,
     )
 
 

@@ -158,6 +158,7 @@ def test_a_draft_is_checked_and_reported() -> None:
         "stances_missing": [],
         "declines_turned_around": False,
         "copies_back": False,
+        "writes_next_turn": False,
     }
     assert CheckedDraft(1, 1, checks.facts, (), False).note() == ""
     assert (
@@ -177,3 +178,12 @@ def test_a_draft_that_copies_the_instruction_or_the_document_back_comes_last() -
     assert checks.verdict("An engineer will visit next week.").rank > echo.rank
     report = CheckedDraft(2, 1, checks.facts, (), False, echo.echoes)
     assert report.note() == "drafted 2 times, kept try 1; it copies words of the request or the document back"
+
+
+def test_a_draft_that_goes_on_into_the_next_turn_of_the_chat_fails() -> None:
+    checks = DraftChecks.of("thank Ana for Friday")
+    assert checks.verdict("Thanks for Friday, Ana!\nBest,\nLeo\nuser\nHow many birds are there?").new_turn
+    assert checks.verdict("Thanks for Friday, Ana! assistant").new_turn
+    kept = checks.verdict("Thanks for Friday, Ana. My assistant\nwill call you.")
+    assert not kept.new_turn and kept.passed
+    assert not checks.verdict("Thanks, Ana, for Friday.\nDr Reyes's Assistant").new_turn
