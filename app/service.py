@@ -17,7 +17,7 @@ from app.domain.reply import Reply
 from app.errors import RoutingError, SharpenError
 from app.orchestration.draft_length_log import DraftLengthLog
 from app.orchestration.draft_settings import DraftSettings
-from app.orchestration.drafters import ArDrafter, DiffusionDrafter, Drafter
+from app.orchestration.drafters import CANDIDATE_TEMPERATURE, ArDrafter, DiffusionDrafter, Drafter
 from app.orchestration.engine_registry import EngineRegistry
 from app.orchestration.machine_calibration import LEARN_MIN_TOKENS, Calibrations
 from app.orchestration.model_manager import ModelManager
@@ -32,10 +32,6 @@ from engines.messages import Instruction
 from router.inputs import RouteInputs, RoutingSetup
 from router.policy import NoEngineAvailable
 from router.request import DiffusionPlan, EngineName, Policy, Request, Route
-
-# Candidates after the first are sampled at this temperature at least (a new seed alone changes nothing in
-# greedy decoding).
-CANDIDATE_TEMPERATURE = 0.8
 
 
 class SharpenService:
@@ -205,7 +201,8 @@ class SharpenService:
         self.draft_lengths.record(
             route.engine, request.kind, route.model, route.max_tokens, stats.generated_tokens, stats.finish_reason
         )
-        if not costs or stats.generated_tokens < LEARN_MIN_TOKENS:
+        retried = reply.checked is not None and reply.checked.tries > 1  # its time is several drafts'
+        if not costs or retried or stats.generated_tokens < LEARN_MIN_TOKENS:
             return
         try:  # the draft is what matters: costs that cannot be read or saved now are learnt from the next
             self.calibrations.learn(route.engine, self.estimate_as_written(request, settings, reply), stats.working_s)

@@ -77,6 +77,8 @@ class Scored:
     tokens: int
     seconds: float
     reason: str
+    # The drafts the AR drafter made before it kept this one (chat.fact_tries; 1 where it was not checked).
+    tries: int = 1
 
     @property
     def placeholder_defect(self) -> bool:
@@ -112,10 +114,13 @@ class Scored:
             "tokens_asked": case.tokens,
             "length_ratio": round(length_ratio(self.tokens, case.tokens), 3),
             "seconds": round(self.seconds, 3),
+            "tries": self.tries,
         }
 
 
-def scored(case: Case, label: str, engine: EngineName, text: str, tokens: int, seconds: float, reason: str) -> Scored:
+def scored(
+    case: Case, label: str, engine: EngineName, text: str, tokens: int, seconds: float, reason: str, tries: int = 1
+) -> Scored:
     return Scored(
         case=case,
         label=label,
@@ -129,6 +134,7 @@ def scored(case: Case, label: str, engine: EngineName, text: str, tokens: int, s
         tokens=tokens,
         seconds=seconds,
         reason=reason,
+        tries=tries,
     )
 
 
@@ -141,7 +147,8 @@ def drafted(service: SharpenService, case: Case, label: str) -> Scored:
     text = reply.text()
     assert reply.done is not None
     stats = reply.done.stats
-    return scored(case, label, reply.engine, text, stats.generated_tokens, stats.total_s, reply.route.reason)
+    tries = reply.checked.tries if reply.checked is not None else 1
+    return scored(case, label, reply.engine, text, stats.generated_tokens, stats.total_s, reply.route.reason, tries)
 
 
 def summary_row(drafts: Sequence[Scored]) -> dict[str, Any]:
@@ -160,6 +167,7 @@ def summary_row(drafts: Sequence[Scored]) -> dict[str, Any]:
         "repeats": statistics.mean(d.repeats for d in drafts),
         "length_ratio": statistics.median(length_ratio(d.tokens, d.case.tokens) for d in drafts),
         "seconds": statistics.median(d.seconds for d in drafts),
+        "tries": statistics.mean(d.tries for d in drafts),
         "engines": dict(Counter(d.engine for d in drafts)),
     }
 
@@ -185,9 +193,9 @@ def report(results: Sequence[Scored], labels: Sequence[str]) -> dict[str, dict[s
 def print_report(rows: dict[str, dict[str, dict[str, Any]]]) -> None:
     print(
         "| cases | engine | drafts | facts kept | stances kept | flipped | placeholders | copied back "
-        "| repeated 3-grams | written/asked (median) | median s |"
+        "| repeated 3-grams | written/asked (median) | median s | tries (mean) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for group, by_label in rows.items():
         for label, row in by_label.items():
             name = label
@@ -196,7 +204,8 @@ def print_report(rows: dict[str, dict[str, dict[str, Any]]]) -> None:
             print(
                 f"| {group} | {name} | {row['drafts']} | {row['facts_kept']:.0%} ({row['facts']}) | "
                 f"{row['stances_kept']} of {row['stances']} | {row['stances_flipped']} | {row['placeholders']} | "
-                f"{row['copied_back']} | {row['repeats']:.0%} | {row['length_ratio']:.2f} | {row['seconds']:.2f} |"
+                f"{row['copied_back']} | {row['repeats']:.0%} | {row['length_ratio']:.2f} | {row['seconds']:.2f} | "
+                f"{row['tries']:.2f} |"
             )
 
 
@@ -269,7 +278,7 @@ def main() -> None:
             stance = result.stance.verdict if result.stance else "-"
             print(
                 f"  {case.id} [{label}: {result.engine}] facts {sum(result.facts)}/{len(result.facts)}, "
-                f"stance {stance}, {result.tokens} tokens in {result.seconds:.1f} s",
+                f"stance {stance}, {result.tokens} tokens in {result.seconds:.1f} s, {result.tries} tries",
                 file=sys.stderr,
                 flush=True,
             )

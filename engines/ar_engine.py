@@ -35,6 +35,8 @@ class Sampling:
     min_p: float = 0.05
     seed: int | None = None
     no_repeat_ngram: int = 0
+    # No end of text before this many tokens (a local engine's).
+    min_tokens: int = 0
 
 
 GREEDY = Sampling()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import functools
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -19,7 +20,7 @@ from engines.events import Done, Event, FinishReason, GenerationStats, Token
 from engines.llama_load import ContextShape, KvType, open_llama, use_threads
 from engines.messages import Instruction, is_blank
 from engines.options import at_least, option
-from engines.repeats import NoRepeatNgram
+from engines.repeats import NoEndBefore, NoRepeatNgram
 from engines.stops import StopScanner
 from engines.threads import Foreground, threads_for
 from models.errors import UnsupportedModel
@@ -203,6 +204,11 @@ class LlamaAREngine:
     def _adds_bos(self) -> bool:
         return bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
 
+    @functools.cached_property
+    def _end_tokens(self) -> list[int]:
+        """The vocabulary's end-of-generation tokens (end of text, end of turn)."""
+        return [token for token in range(self._llama.n_vocab()) if llama_cpp.llama_vocab_is_eog(self._vocab, token)]
+
     def _token_text(self, token_id: int | None) -> str:
         if token_id is None:
             return ""
@@ -287,11 +293,12 @@ class LlamaAREngine:
             kept_seed = self._llama._seed
             if sampling.seed is not None:
                 self._llama.set_seed(sampling.seed)
-            rules = (
-                llama_cpp.LogitsProcessorList([NoRepeatNgram(sampling.no_repeat_ngram, len(tokens))])
-                if sampling.no_repeat_ngram > 1
-                else None
-            )
+            processors: list[NoRepeatNgram | NoEndBefore] = []
+            if sampling.no_repeat_ngram > 1:
+                processors.append(NoRepeatNgram(sampling.no_repeat_ngram, len(tokens)))
+            if sampling.min_tokens > 0:
+                processors.append(NoEndBefore(self._end_tokens, len(tokens), sampling.min_tokens))
+            rules = llama_cpp.LogitsProcessorList(processors) if processors else None
             stream = self._llama.generate(
                 tokens,
                 temp=sampling.temperature,

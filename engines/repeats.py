@@ -14,7 +14,7 @@ counted: a draft may quote it.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -102,4 +102,16 @@ class NoRepeatNgram:
             banned = self._seen.get(tuple(int(t) for t in generated[len(generated) - n + 1 :]))
             if banned:
                 scores[list(banned)] = -np.inf
+        return scores
+
+
+class NoEndBefore:
+    """A llama-cpp-python logits processor: no end-of-text token (`ends`) before `min_tokens` are generated."""
+
+    def __init__(self, ends: Sequence[int], prompt_length: int, min_tokens: int) -> None:
+        self.ends, self.prompt_length, self.min_tokens = list(ends), prompt_length, min_tokens
+
+    def __call__(self, input_ids: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        if len(input_ids) - self.prompt_length < self.min_tokens:
+            scores[self.ends] = -np.inf
         return scores

@@ -466,6 +466,9 @@ class DraftPanel(Vertical):
             context = run.reply.context if run.reply is not None else None
             if context is not None and context.note():
                 self.notify(context.note(), severity="warning", timeout=8)
+            checked = run.reply.checked if run.reply is not None else None
+            if checked is not None and checked.note():
+                self.notify(checked.note(), severity="warning" if checked.missing else "information", timeout=8)
         self._show_candidates()
         self.post_message(DraftEnded(run))
         self.report(

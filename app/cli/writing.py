@@ -55,6 +55,9 @@ def print_reply(reply: Reply, args: argparse.Namespace) -> int:
     stats = done.stats
     if reply.context is not None and reply.context.note() and not as_json:
         print(f"sharpen: note: {reply.context.note()}", file=sys.stderr)
+    checked = reply.checked
+    if checked is not None and checked.note() and not as_json:
+        print(f"sharpen: note: {checked.note()}", file=sys.stderr)
     # Whichever engine wrote it: a diffusion draft's passes, an AR draft's tokens as they arrived.
     trace_path: Path | None = None
     trace_error: TraceError | None = None

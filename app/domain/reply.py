@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from app.domain.context import ContextUse
+from app.domain.draft_check import CheckedDraft, CheckRecord
 from app.domain.figures import DraftFigures
 from app.domain.job import Job
 from engines.ar_engine import AREngine
@@ -59,6 +60,8 @@ class Reply:
         self._engine: AREngine | DiffusionEngine | RemoteDraft | None = None
         # What the model was given of the document around the cursor (known once the reply runs).
         self.context: ContextUse | None = None
+        # Where a draft checked against its instruction records its tries (known once the reply runs).
+        self._checked: CheckRecord | None = None
         self._created = ""
 
     def __iter__(self) -> Iterator[Event]:
@@ -68,7 +71,7 @@ class Reply:
         self.started = time.perf_counter()
         self._created = datetime.now(UTC).isoformat(timespec="seconds")
         opened = job.open()
-        self._engine, self.context = opened.engine, opened.context
+        self._engine, self.context, self._checked = opened.engine, opened.context, opened.checked
         # Tokens are timed from here, as the engines time their passes and stats: from the start of the call,
         # the model already loaded.
         begun = time.perf_counter()
@@ -91,6 +94,12 @@ class Reply:
                 pass
         assert self.done is not None, "every stream ends with Done"
         return self.done.text
+
+    @property
+    def checked(self) -> CheckedDraft | None:
+        """How a draft checked against its instruction fared, once done: its tries and the facts it still
+        misses (None for a reply that was not checked)."""
+        return self._checked.outcome if self._checked is not None else None
 
     @property
     def elapsed_s(self) -> float:
@@ -212,4 +221,6 @@ class Reply:
             payload["settings"] = self.settings.as_dict()
         if self.context is not None:
             payload["context"] = self.context.as_json()
+        if self.checked is not None:
+            payload["checked"] = self.checked.as_json()
         return payload

@@ -21,7 +21,7 @@ from app.server.app import ServerOptions
 from app.server.errors import api_error_for
 from app.server.threaded import running_server
 from app.service import SharpenService
-from app.storage.config import Config, ModelsSection
+from app.storage.config import ChatSection, Config, ModelsSection
 from app.storage.paths import SharpenPaths
 from engines.errors import EngineBusy, EngineError
 from router.cost_measurement import QUICK
@@ -482,7 +482,8 @@ def test_a_remote_openai_compatible_model_serves_completions(
     """A second Sharpen whose AR model is the first one's server: completions, chat and calibration go
     through the real `openai` client over loopback."""
     remote_name = f"openai:{base_url}/v1#smollm2-135m-instruct"
-    config = Config(models=ModelsSection(complete=remote_name, draft=""))
+    # One try: a draft checked against its instruction (chat.fact_tries) may be drafted again, sampled.
+    config = Config(models=ModelsSection(complete=remote_name, draft=""), chat=ChatSection(fact_tries=1))
     remote = SharpenService(config, SharpenPaths.under(tmp_path))
     assert remote.routing.present_engines() == {"ar": remote_name}
     completed = remote.complete("Dear Sam, thanks for", max_tokens=8, stop=["!"])

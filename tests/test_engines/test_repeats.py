@@ -12,7 +12,7 @@ from engines.diffusion.settings import DiffusionSettings
 from engines.errors import InvalidRequestError
 from engines.events import Done, Token
 from engines.llama_ar import LlamaAREngine
-from engines.repeats import NoRepeatNgram, ban_repeats
+from engines.repeats import NoEndBefore, NoRepeatNgram, ban_repeats
 
 
 def banned(tokens: list[int], position: int, n: int = 3) -> set[int]:
@@ -95,3 +95,19 @@ def test_a_local_ar_reply_never_repeats_a_run_of_three(ar_engine: LlamaAREngine)
     ids = [e.token_id for e in events if isinstance(e, Token) and e.token_id >= 0]
     runs = [tuple(ids[i : i + 3]) for i in range(len(ids) - 2)]
     assert len(ids) > 20 and len(runs) == len(set(runs))
+
+
+def test_no_end_of_text_before_the_least_length() -> None:
+    rule = NoEndBefore([7, 8], prompt_length=2, min_tokens=3)
+    early = rule(np.array([9, 9, 1, 2]), np.zeros(10, dtype=np.float32))
+    assert set(np.flatnonzero(early == -np.inf).tolist()) == {7, 8}
+    assert not np.isinf(rule(np.array([9, 9, 1, 2, 3]), np.zeros(10, dtype=np.float32))).any()
+
+
+def test_a_local_ar_reply_runs_to_its_least_length(ar_engine: LlamaAREngine) -> None:
+    instruction = "Say hi."
+    short = list(ar_engine.chat(instruction, max_tokens=64))
+    assert isinstance(short[-1], Done) and short[-1].stats.finish_reason == "eos"
+    written = short[-1].stats.generated_tokens
+    longer = list(ar_engine.chat(instruction, max_tokens=64, sampling=Sampling(min_tokens=written + 12)))
+    assert isinstance(longer[-1], Done) and longer[-1].stats.generated_tokens >= written + 12
