@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 
 from app.cli.common import Command, gb, service
+from app.orchestration.gguf_pulls import convert
+from app.orchestration.gguf_pulls import pull_gguf as pull_gguf_ready
 from app.orchestration.model_manager import ROLES
 from app.storage.config import set_value
 from models.checkpoint_gguf import QUANTIZATIONS
@@ -201,7 +203,8 @@ def pull_gguf(args: argparse.Namespace) -> int:
     sharpen = service()
     progress = ProgressLine()
     try:
-        pulled = sharpen.models.pull_gguf(
+        pulled = pull_gguf_ready(
+            sharpen.models,
             args.name,
             quantization=args.quantization or "Q8_0",
             drop_safetensors=args.drop_safetensors,
@@ -274,7 +277,7 @@ def convert_model(args: argparse.Namespace) -> int:
     models = service().models
     progress = ProgressLine()
     try:
-        written = models.convert(args.source, args.quantization, args.out, progress.converted)
+        written = convert(models, args.source, args.quantization, args.out, progress.converted)
     finally:
         progress.finish()
     print(f"{written} ({gb(written.stat().st_size)})")

@@ -17,7 +17,7 @@ from typing import Any
 from app.doctor.gpu import check_this_gpu
 from app.doctor.report import Finding, Report, Status
 from app.doctor.stores import check_stores
-from app.orchestration.model_manager import size_on_disk
+from app.orchestration.model_records import size_on_disk
 from app.orchestration.remote_drafts import RemoteDrafts
 from app.service import SharpenService
 from app.storage.config import Config, ConfigError, ModelsSection, load_config

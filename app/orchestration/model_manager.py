@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from app.orchestration.found_stores import FoundStores
+from app.orchestration.model_records import ROLE_WORK, ModelStatus, ServedFile, Serving, size_on_disk
 from app.storage.config import Config, ConfigError, ModelsSection, read_raw, user_catalogue
 from app.storage.paths import SharpenPaths
 from engines.diffusion.backend import CacheMode
@@ -23,19 +23,13 @@ from models.adapted import (
     write_merge,
 )
 from models.catalogue import CatalogueEntry, ResolvedModel, catalogue, resolve_model, writer_for
-from models.checkpoint_gguf import Quantization, write_checkpoint_gguf
 from models.errors import ModelError, ModelFileError, UnknownModel, UnsupportedModel
-from models.file_lock import locked
-from models.fit import FitVerdict, Machine, check_fit, require_disk, require_fit, this_machine
+from models.fit import Machine, check_fit, require_disk, require_fit, this_machine
 from models.found.files import Skipped
 from models.found.precedence import resolve_name, written_as_found_name
 from models.found.stores import STORE_LABELS, FoundModel
 from models.gguf_info import GGUFInfo, inspect_gguf
 from models.gguf_pull import (
-    OneBar,
-    StageCallback,
-    convert_once,
-    converted_gguf,
     converts_to_gguf,
     current_gguf,
     remove_ggufs,
@@ -60,112 +54,11 @@ ROLES = ("complete", "write", "draft")
 AR_ROLES = ("complete", "write")
 
 
-@dataclass(frozen=True)
-class ServedFile:
-    """The file a model is served from, and (a diffusion GGUF) whether a cache can run on it and why not."""
-
-    path: Path
-    cached: bool
-    note: str
-    # A LoRA adapter llama.cpp applies to `path` at load (Sharpen's adapters, models/adapted.py).
-    adapter: Path | None = None
-
-
-@dataclass(frozen=True)
-class Serving:
-    """The model that serves a role now: the configured one, or (its file gone) the embedded one, and why."""
-
-    configured: str
-    name: str
-    note: str = ""
-
-
-# What each role's model does, for the line that says another model stands in for it.
-ROLE_WORK = {"complete": "completions", "write": "AR drafts, rewrites and chat", "draft": "drafts"}
-
-
 def writing_model(models: ModelsSection) -> str:
     """The model drafts, rewrites and chat replies run on through the AR engine: models.write, or where that
     is empty the complete model's writing adapter (sharpen-write for the embedded model), else the complete
     model itself."""
     return models.write.strip() or writer_for(models.complete) or models.complete
-
-
-def size_on_disk(path: Path) -> int:
-    if path.is_dir():
-        return sum(p.resolve().stat().st_size for p in path.rglob("*") if p.is_file())
-    return path.stat().st_size
-
-
-@dataclass(frozen=True)
-class GGUFPull:
-    """A block-causal model pulled ready for llama.cpp: its GGUF, the download (None: the GGUF was there and
-    nothing was fetched), whether the GGUF was written now, and the bytes freed by dropping the safetensors."""
-
-    gguf: Path
-    download: PullResult | None
-    converted: bool
-    dropped_bytes: int
-
-
-@dataclass(frozen=True)
-class ModelStatus:
-    """A catalogue entry as this machine has it: where it is, its size, what it serves, whether it fits."""
-
-    entry: CatalogueEntry
-    path: Path | None
-    size_bytes: int | None
-    in_use_for: tuple[str, ...]
-    fit: FitVerdict
-
-    @property
-    def name(self) -> str:
-        return self.entry.name
-
-    @property
-    def present(self) -> bool:
-        return self.size_bytes is not None or self.entry.is_remote
-
-    @property
-    def runs_on(self) -> str:
-        """torch for a checkpoint folder (or a torch entry not present), else llama.cpp (a GGUF, or its server)."""
-        if self.path is not None and self.present:
-            return "torch" if self.path.is_dir() else "llama.cpp"
-        return "torch" if self.entry.engine.startswith("torch") else "llama.cpp"
-
-    @property
-    def engine(self) -> str:
-        """The entry's engine, or llama-diffusion for a torch entry whose GGUF was written."""
-        converted = self.entry.engine == "torch-diffusion" and self.runs_on == "llama.cpp"
-        return "llama-diffusion" if converted else self.entry.engine
-
-    @property
-    def size_label(self) -> str:
-        if self.size_bytes:
-            return f"{self.size_bytes / 1e6:,.0f} MB"
-        if self.entry.is_remote:
-            return "remote"
-        if self.entry.is_hub:
-            return f"get {self.entry.size_bytes / 1e9:.1f} GB" if self.entry.size_bytes else "not pulled"
-        return "missing"
-
-    def as_json(self) -> dict[str, Any]:
-        entry = self.entry
-        return {
-            "name": entry.name,
-            "role": entry.role,
-            "engine": self.engine,
-            "runs_on": self.runs_on,
-            "description": entry.description,
-            "path": str(self.path) if self.path else None,
-            "present": self.present,
-            "size_bytes": self.size_bytes,
-            "in_use_for": list(self.in_use_for),
-            "source": entry.source,
-            "download_bytes": entry.size_bytes,
-            "fit": self.fit.reason,
-            "fits": self.fit.fits,
-        }
 
 
 class ModelManager:
@@ -402,64 +295,6 @@ class ModelManager:
                 self.served_file(result.path, progress=twin_progress)
         return result
 
-    def pull_gguf(
-        self,
-        name: str,
-        *,
-        quantization: Quantization = "Q8_0",
-        drop_safetensors: bool = False,
-        offline: bool = False,
-        force: bool = False,
-        progress: StageCallback | None = None,
-    ) -> GGUFPull:
-        """Pull a block-causal checkpoint (SDAR, Fast-dLLM v2) ready for llama.cpp: download it into the Hugging
-        Face cache, convert it into the data dir and check the GGUF, as stages of one progress bar. Each stage
-        resumes: huggingface_hub resumes the download, a conversion stopped midway starts over, and a GGUF
-        already written is kept (nothing is downloaded then). The safetensors stay in the cache for the torch
-        backend unless `drop_safetensors`."""
-        entry = self.entry(name)
-        if not converts_to_gguf(entry):
-            raise PullError(_why_no_gguf(entry))
-        bar = OneBar(name, progress)
-        target = converted_gguf(self.converted_dir, name, quantization)
-        download, converted = None, False
-        if not target.is_file():
-            download = self.pull(name, offline=offline, force=force, progress=bar.download)
-            bar.stage("download", 1.0, f"downloaded {download.verified_files} file(s), verified")
-            converted = convert_once(download.path, target, quantization, bar.convert)
-            remove_ggufs(self.converted_dir, name, keep=target)
-        bar.stage("check", 0.0, "checking the GGUF")
-        try:
-            self.check("draft", name, fit=False)
-        except ModelError:
-            target.unlink(missing_ok=True)  # the next pull writes it again
-            raise
-        bar.stage("check", 1.0, "checked")
-        dropped = remove(entry.hub_model, HubSettings.from_environment(offline=offline)) if drop_safetensors else 0
-        return GGUFPull(target, download, converted, dropped)
-
-    def convert(
-        self, source: str, quantization: Quantization, out: Path | None, progress: Callable[[int, int], None]
-    ) -> Path:
-        """Write a block-causal checkpoint (a folder, or a catalogue name's) as a GGUF: into `out`, or the data
-        dir. A catalogue name's goes where its name then resolves to (replacing its other quantizations)."""
-        folder = Path(source).expanduser()
-        if folder.is_dir():
-            target = out or self.converted_dir / f"{folder.name}.{quantization}.gguf"
-            target.parent.mkdir(parents=True, exist_ok=True)
-            return write_checkpoint_gguf(folder, target, quantization, progress)
-        entry = self.entry(source)
-        checkpoint = resolve_model(source, {source: entry}).path
-        if out is not None:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            return write_checkpoint_gguf(checkpoint, out, quantization, progress)
-        target = converted_gguf(self.converted_dir, source, quantization)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with locked(target.with_suffix(".lock")):
-            write_checkpoint_gguf(checkpoint, target, quantization, progress)
-        remove_ggufs(self.converted_dir, source, keep=target)
-        return target
-
     def remove(self, name: str) -> int:
         """Delete a pulled model from the Hugging Face cache (and the GGUF written from it); the bytes freed. A
         found model is never deleted."""
@@ -581,13 +416,3 @@ class ModelManager:
                 action=f"load {model.name}",
                 override="`sharpen config set models.check_fit false` loads it anyway.",
             )
-
-
-def _why_no_gguf(entry: CatalogueEntry) -> str:
-    if entry.format == "gguf":
-        return f"{entry.name} is a GGUF already: `sharpen models pull {entry.name}` downloads it, without --gguf"
-    return (
-        f"{entry.name} cannot be converted to a GGUF: Sharpen converts block-causal checkpoints (SDAR, Fast-dLLM v2, "
-        "whose catalogue entries name decoding_sampler sdar or fast_dllm_v2); LLaDA and Dream have GGUFs of their "
-        "own (`sharpen models list`)"
-    )

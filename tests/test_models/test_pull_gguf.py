@@ -17,6 +17,7 @@ from fixture_checkpoints import random_weights, write_checkpoint
 from hub_server import FakeHub, HubFile
 
 from app.cli import main
+from app.orchestration.gguf_pulls import pull_gguf
 from app.service import SharpenService
 from app.storage.config import load_config
 from app.storage.paths import sharpen_paths
@@ -79,7 +80,7 @@ def test_sdar_pulled_ready_for_llama_cpp_resumes_each_stage_and_drafts_with_the_
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        service().models.pull_gguf("sdar-1.7b-chat", progress=interrupt_midway)
+        pull_gguf(service().models, "sdar-1.7b-chat", progress=interrupt_midway)
     assert [r.range for r in hub.downloads("model.safetensors")] == [None, f"bytes={CHUNK}-", f"bytes={CHUNK}-"]
     assert len(hub.downloads("config.json")) == 1  # fetched once, by the first pull
     assert [e.share for e in stages] == sorted(e.share for e in stages)  # one bar, rising through the stages
@@ -181,7 +182,7 @@ def test_models_that_cannot_be_converted_are_one_error_line(
     assert [line for line in err if line.startswith("sharpen: error:")] == err[-1:] and "block-causal" in err[-1]
     assert not list(converted_dir().glob("not-sdar*.gguf")) and not list(converted_dir().glob("*.partial"))
     with pytest.raises(PullError, match="cannot be converted"):
-        service().models.pull_gguf("dream-7b-instruct")
+        pull_gguf(service().models, "dream-7b-instruct")
 
 
 def test_convert_by_name_writes_where_the_name_resolves(

@@ -19,6 +19,7 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label, ProgressBar
 
 from app.errors import SharpenError
+from app.orchestration.gguf_pulls import pull_gguf
 from app.service import SharpenService
 from models.found.stores import FoundModel
 from models.gguf_pull import StageProgress, converts_to_gguf
@@ -184,7 +185,7 @@ class ModelsScreen(ModalScreen[tuple[str, str] | None]):
                 self.post_message(StageUpdate(event))
 
         try:
-            pulled = self.service.models.pull_gguf(name, progress=report)
+            pulled = pull_gguf(self.service.models, name, progress=report)
         except SharpenError as error:
             self.post_message(PullFinished(name, None, str(error)))
             return
