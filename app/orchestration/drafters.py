@@ -31,9 +31,9 @@ from router.request import Route
 # What stands for each side of the document while a prompt's framing is measured (a heading is laid out
 # only for a side that has text).
 STAND_IN = "."
-# A draft checked against its instruction (chat.fact_tries above 1) writes at least this share of the length
-# asked before it may end: the writing adapter's drafts ended at under half of it, leaving facts out (held-out
-# facts 64% -> 69% at 4 tries, docs/benchmarks.md).
+# A checked draft's tries after the first write at least this share of the length asked before they may end:
+# the writing adapter's drafts ended at under half of it, leaving facts out (docs/benchmarks.md). The first
+# ends where it ends: a draft that carries everything asked is not padded.
 CHECKED_MIN_SHARE = 0.5
 # Kept from its end, a chat model may go on into a turn of its own ("Best, Ana\nuser\nHow many..."): a draft
 # that runs to a least length ends where one starts.
@@ -213,23 +213,26 @@ class ArDrafter:
         checks: DraftChecks,
     ) -> Opened:
         """A draft checked against what its instruction asks, drafted again (sampled, each try with its own
-        seed) while it fails, up to chat.fact_tries drafts, each at least CHECKED_MIN_SHARE of the length asked:
-        the best is kept (app/orchestration/draft_tries.py)."""
+        seed) while it fails, up to chat.fact_tries drafts, those after the first at least CHECKED_MIN_SHARE
+        of the length asked: the best is kept (app/orchestration/draft_tries.py)."""
         tries = self.config().chat.fact_tries
-        if tries > 1:  # drafts that ended early left facts out: each try runs to a share of the length asked
-            sampling = replace(sampling, min_tokens=int(tokens * CHECKED_MIN_SHARE))
+        if tries > 1:
             request = replace(request, stop=(*request.stop, *TURN_STOPS))
         first, record = self._open_draft(request, tokens, sampling, cancel), CheckRecord()
+        # The tries after the first run to a share of the length asked: drafts that ended early left facts out.
+        at_least = replace(sampling, min_tokens=int(tokens * CHECKED_MIN_SHARE))
 
         def draft(number: int) -> Iterator[Event]:
-            if number == 0:
+            if number == 0:  # as configured, ending where it ends: kept if it passes
                 return first.events
-            again = replace(
-                sampling,
-                temperature=max(sampling.temperature, CANDIDATE_TEMPERATURE),
-                seed=(sampling.seed or 0) + RETRY_SEED_STEP * number,
-            )
-            return self._open_draft(request, tokens, again, cancel).events
+            chosen = at_least  # the second: the first's start, carried past its end
+            if number > 1:
+                chosen = replace(
+                    at_least,
+                    temperature=max(sampling.temperature, CANDIDATE_TEMPERATURE),
+                    seed=(sampling.seed or 0) + RETRY_SEED_STEP * number,
+                )
+            return self._open_draft(request, tokens, chosen, cancel).events
 
         events = best_of_tries(draft, checks, tries, record)
         return Opened(events, first.engine, first.context, record)

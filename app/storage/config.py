@@ -90,8 +90,8 @@ class ChatSection:
         "an AR draft with an instruction is drafted again, with another seed, while it leaves out a fact the "
         "instruction asks for (a time, a day, a date, a sum, a code, a name), takes another stance than the one "
         "asked (a decline, an acceptance, an apology) or copies the request back, up to this many tries in all, "
-        "each written to at least half the length asked; the best is kept and the reply says what is still "
-        "missing. 1 is off: one draft, streamed as it comes",
+        "those after the first written to at least half the length asked; the best is kept and the reply says "
+        "what is still missing. 1 is off: one draft, streamed as it comes",
         between(1, 16),
         metavar="N",
     )
