@@ -126,10 +126,6 @@ class SharpenRemote:
         self.source = source
         self._api_key = api_key
 
-    @property
-    def animated(self) -> bool:
-        return True
-
     def status(self) -> RemoteStatus:
         """Its /v1/sharpen/status: its draft model and its calibration, and the round trip, measured."""
         started = time.perf_counter()
@@ -211,10 +207,6 @@ class OpenAIRemote:
         self._status_client = self._client.with_options(
             timeout=httpx.Timeout(STATUS_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
         )
-
-    @property
-    def animated(self) -> bool:
-        return False
 
     def status(self) -> RemoteStatus:
         """Whether it answers and lists the model, and the round trip of that call."""

@@ -1,4 +1,5 @@
-"""Models served by another machine through an OpenAI-compatible API: `openai:http://host:port/v1#MODEL`."""
+"""Models served by another machine: through an OpenAI-compatible API (`openai:http://host:port/v1#MODEL`, an AR
+model or a text-only draft engine), or another Sharpen's pass stream (`sharpen:http://host:port`, drafts)."""
 
 from __future__ import annotations
 
