@@ -164,7 +164,8 @@ class EngineRegistry:
         if chosen != "auto":
             return chosen
         entry = model.entry
-        checkpoint = entry is not None and entry.format == "hf-safetensors" and is_checkpoint_folder(model.path)
+        # A checkpoint entry's GGUF (`models pull NAME --gguf`) is a file, which llama.cpp loads as it is.
+        checkpoint = entry is not None and entry.format == "hf-safetensors" and not model.path.is_file()
         if checkpoint and entry is not None and entry.quantization in ("nf4", "int8"):
             return entry.quantization
         return "none"

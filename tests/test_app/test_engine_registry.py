@@ -126,7 +126,7 @@ def test_a_remote_completion_model_only_names_its_server() -> None:
     assert engine.source.model == "nothing" and engines.ar() is engine
 
 
-def test_quantization_auto_takes_the_checkpoints_catalogue_entry() -> None:
+def test_quantization_auto_takes_the_checkpoints_catalogue_entry(tmp_path: Path) -> None:
     entry = CatalogueEntry("q", "draft", "torch-diffusion", "path:/q", format="hf-safetensors", quantization="nf4")
     quantized = ResolvedModel("q", Path("/q"), entry)
     gguf = ResolvedModel("g", Path("/g.gguf"), replace(entry, format="gguf", quantization="Q8_0"))
@@ -134,6 +134,9 @@ def test_quantization_auto_takes_the_checkpoints_catalogue_entry() -> None:
     assert engines.quantization_for(quantized) == "nf4"
     assert engines.quantization_for(gguf) == "none"
     assert engines.quantization_for(ResolvedModel("x", Path("/x"), None)) == "none"
+    converted = tmp_path / "q.Q8_0.gguf"  # the checkpoint entry's GGUF (models pull NAME --gguf)
+    converted.write_bytes(b"GGUF")
+    assert engines.quantization_for(ResolvedModel("q", converted, entry)) == "none"
     engines.config = replace(engines.config, diffusion=DiffusionSection(quantization="int8"))
     assert engines.quantization_for(quantized) == engines.quantization_for(gguf) == "int8"
 
