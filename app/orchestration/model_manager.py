@@ -22,7 +22,7 @@ from models.adapted import (
     require_diffusion,
     write_merge,
 )
-from models.catalogue import CatalogueEntry, ResolvedModel, catalogue, resolve_model, writer_for
+from models.catalogue import CatalogueEntry, ResolvedModel, catalogue, looks_like_path, resolve_model, writer_for
 from models.errors import ModelError, ModelFileError, UnknownModel, UnsupportedModel
 from models.fit import Machine, check_fit, require_disk, require_fit, this_machine
 from models.found.files import Skipped
@@ -81,8 +81,10 @@ class ModelManager:
         block-causal checkpoint's entry resolves to its GGUF once one was written (`models pull NAME --gguf`,
         `models convert NAME`): it runs on llama.cpp; until then, to the checkpoint in the Hugging Face cache
         (torch)."""
-        resolved = resolve_name(name, self.catalogue(), self.found.index)
-        return self._located(resolved.entry) if resolved.entry is not None else resolved
+        entry = self.catalogue().get(name)
+        if entry is not None and not (looks_like_path(name) and Path(name).expanduser().exists()):
+            return self._located(entry)
+        return resolve_name(name, self.catalogue(), self.found.index)
 
     def _located(self, entry: CatalogueEntry) -> ResolvedModel:
         if converts_to_gguf(entry):
@@ -99,7 +101,7 @@ class ModelManager:
     def missing(self, name: str) -> str | None:
         """Why a configured model written as a found model's name has no file now; None where it has one, or
         is a path, a catalogue or remote model (their absence is an error, as it always was), or none is set."""
-        if not written_as_found_name(name) or name in self.catalogue():
+        if not written_as_found_name(name) or name in self.catalogue() or is_remote_draft(name):
             return None
         model: ResolvedModel | None = None
         try:

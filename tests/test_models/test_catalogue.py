@@ -52,7 +52,7 @@ def test_the_shipped_diffusion_model_loads_and_drafts() -> None:
     engine = service.engines.diffusion()
     backend = engine.backend
     assert isinstance(backend, LlamaDiffusionBackend) and backend.adapter is None, "merged on first use"
-    assert backend.model_path.parent == service.paths.data_dir / "adapters"
+    assert backend.model_path.parent == service.models.adapters_dir
     # Trained block-causally in blocks of 8: the exact block cache, whatever diffusion.cache says.
     assert backend.cache_mode == "block" and backend.gguf.block_causal_length == 8
     assert backend.shift == 1 and backend.mask_token_id == 16

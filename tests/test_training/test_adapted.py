@@ -189,7 +189,7 @@ def test_the_service_drafts_with_an_adapter_merged_into_its_catalogued_base(
     engine = service.engines.diffusion()
     backend = engine.backend
     assert isinstance(backend, LlamaDiffusionBackend) and backend.adapter is None
-    assert backend.model_path.parent == service.paths.data_dir / "adapters"
+    assert backend.model_path.parent == service.models.adapters_dir
     assert backend.gguf.is_cacheable_diffusion and backend.shift == 1 and backend.cache_mode == "dual"
     assert service.models.served_file(adapter, write=False).path == backend.model_path, "written once"
     events = list(engine.draft("Write a poem.", 16, DiffusionSettings.reference(steps=8, block_length=8)))

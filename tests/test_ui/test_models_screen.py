@@ -83,7 +83,7 @@ async def test_w_points_writing_at_the_highlighted_model(make_app: AppFactory) -
         screen.query_one("#models", DataTable).move_cursor(row=[m.name for m in screen.models].index("sharpen-draft"))
         await pilot.press("w")
         await pilot.pause()
-        assert app.service.config.models.write == "sharpen-write", "a drafter is no writing model: refused"
+        assert app.service.config.models.write == "", "a drafter is no writing model: refused, nothing changed"
         await pilot.press("f2")
         screen = app.screen
         assert isinstance(screen, ModelsScreen)
