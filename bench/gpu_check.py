@@ -2,8 +2,8 @@
 1.5B shape, in plain torch, fitting one short command.
 
 What it imports: the standard library, torch, and this repository's models/transformer.py (the torch backend's
-own transformer), which imports only torch and models/hf_checkpoint.py (the standard library and
-models/errors.py). No gguf, llama_cpp, numpy, platformdirs or tomli-w; nothing to download or build.
+own transformer), which imports only torch and models/transformer_spec.py (the standard library). No gguf,
+llama_cpp, numpy, platformdirs or tomli-w; nothing to download or build.
 
 Random weights of each shape are made on the device (bf16 on CUDA, fp32 with --cpu). One decoding loop of
 its own drafts N = 256 tokens after a 192-token prompt in K = N / --tokens-per-pass passes, block by block
@@ -47,8 +47,8 @@ import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from models.hf_checkpoint import TransformerSpec  # noqa: E402
 from models.transformer import DiffusionTransformer, LayerKV, Rotary, block_causal_mask  # noqa: E402
+from models.transformer_spec import TransformerSpec  # noqa: E402
 
 WEIGHT_STD = 0.02
 MODES_BIDIRECTIONAL = ("none", "prefix", "dual")

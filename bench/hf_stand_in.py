@@ -18,8 +18,9 @@ from gguf import GGUFReader
 from gguf.quants import dequantize
 from safetensors.numpy import save_file
 
-from models.hf_checkpoint import expected_tensors, spec_from_config
+from models.hf_checkpoint import spec_from_config
 from models.layouts import gguf_name, hf_rope_rows
+from models.transformer_spec import expected_tensors
 
 MASK_TOKEN_ID = 16  # SmolLM2's "<empty_output>", as in bench/stand_in.py
 

@@ -25,8 +25,9 @@ import numpy as np
 from models.decoding import AUTHORS_DECODING
 from models.errors import UnsupportedModel
 from models.gguf_info import BLOCK_CAUSAL_KEY, DECODING_SAMPLER_KEY, DECODING_THRESHOLD_KEY
-from models.hf_checkpoint import CheckpointInfo, expected_tensors, inspect_checkpoint
+from models.hf_checkpoint import CheckpointInfo, inspect_checkpoint
 from models.layouts import gguf_name
+from models.transformer_spec import expected_tensors
 
 Quantization = Literal["F32", "F16", "Q8_0"]
 QUANTIZATIONS: tuple[Quantization, ...] = ("F32", "F16", "Q8_0")

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from models.hf_checkpoint import TransformerSpec
+from models.transformer_spec import TransformerSpec
 
 # Which keys each query may attend to (True: may); None is full, bidirectional attention.
 Mask = torch.Tensor | None

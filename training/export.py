@@ -7,8 +7,9 @@ norms as F32; the output layer is tied to the embedding, which llama.cpp's llama
 by leaving `output.weight` out. q and k rows are permuted from the module's Hugging Face rotary layout
 into ggml's interleaved one, as llama.cpp's own converter does for LLaDA.
 
-The checkpoint folder has LLaDA's config.json fields and weight names (models/hf_checkpoint.py), the
-tokenizer.json and a tokenizer_config.json with the chat template: the torch backend serves it.
+The checkpoint folder has LLaDA's config.json fields and weight names (models/hf_checkpoint.py,
+models/transformer_spec.py), the tokenizer.json and a tokenizer_config.json with the chat template: the torch
+backend serves it.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from gguf import GGMLQuantizationType, GGUFWriter, LlamaFileType
 from gguf.quants import quantize
 from tokenizers import Tokenizer
 
-from models.hf_checkpoint import TransformerSpec, expected_tensors
 from models.layouts import to_gguf
+from models.transformer_spec import TransformerSpec, expected_tensors
 from training.tokenizer import CHAT_TEMPLATE, gguf_vocabulary, special_ids
 
 if TYPE_CHECKING:

@@ -14,9 +14,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from models.hf_checkpoint import TransformerSpec
 from models.layouts import hf_rope_rows
 from models.transformer import DiffusionTransformer
+from models.transformer_spec import TransformerSpec
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,8 @@ from engines.trace import Trace, TraceError, load_trace
 from router.request import EngineName, approximate_tokens
 from ui.bindings import bindings, key_rows, keymap
 from ui.document_files import DocumentFiles
-from ui.draft_panel import DraftEnded, DraftPanel, DraftRun
+from ui.draft_panel import DraftPanel
+from ui.draft_run import DraftEnded, DraftRun
 from ui.editor import SharpenEditor
 from ui.find_bar import FindBar
 from ui.requests import draft_at_cursor, rewrite_of_selection

@@ -11,7 +11,8 @@ from fixture_checkpoints import dream_config, llada_config, write_checkpoint
 
 from engines.diffusion.hf.placement import ModelDoesNotFit, module_sizes, place_on_gpu, split_by_budget
 from models.errors import MissingModelFile, UnsupportedModel
-from models.hf_checkpoint import CheckpointError, estimate_memory, inspect_checkpoint, spec_from_config
+from models.hf_checkpoint import CheckpointError, inspect_checkpoint, spec_from_config
+from models.transformer_spec import estimate_memory
 
 GIB = 1024**3
 

@@ -12,9 +12,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from models.adapted import MASK_TOKEN_ID, adapter_info, read_lora
-from models.hf_checkpoint import TransformerSpec
 from models.layouts import gguf_name, hf_rope_rows
 from models.transformer import DiffusionTransformer
+from models.transformer_spec import TransformerSpec
 
 # The matrices the LoRA adapts, by Sharpen's parameter names (models/layouts.py has their GGUF names).
 ADAPTED = ("attention.q", "attention.k", "attention.v", "attention.o", "gate", "up", "down")

@@ -21,8 +21,9 @@ from torch import nn
 from engines.diffusion.hf.placement import Placement, plan_placement
 from engines.diffusion.load_settings import DiffusionLoadSettings
 from engines.errors import EngineError
-from models.hf_checkpoint import CheckpointInfo, expected_tensors
+from models.hf_checkpoint import CheckpointInfo
 from models.transformer import DiffusionTransformer, Rotary
+from models.transformer_spec import expected_tensors
 
 QUANTIZATIONS = ("none", "nf4", "int8")
 # bitsandbytes' int8 matmul warns on every call that it casts fp32 inputs to fp16: it is how it works.

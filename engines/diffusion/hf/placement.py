@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from engines.errors import EngineError
-from models.hf_checkpoint import INT8_BYTES, NF4_BYTES, TransformerSpec
+from models.transformer_spec import INT8_BYTES, NF4_BYTES, TransformerSpec
 
 if TYPE_CHECKING:
     from engines.diffusion.load_settings import DiffusionLoadSettings
