@@ -1,8 +1,8 @@
 """A draft checked against what its instruction asks (app/domain/draft_check.py), drafted again while it
-fails: up to `tries` drafts, the best kept (a draft that copies the prompt back last, then the most asked
-facts carried, then an asked decline not turned around, then the stances asked taken, then the earliest).
-Only the kept draft's tokens are passed on, so every front end shows, streams and records the text it gets
-at the end; with one try allowed, the draft streams as it comes."""
+fails: up to `tries` drafts, the best kept (a draft that copies the prompt back last, then an asked
+decline not turned around, then the stances asked taken, then the most asked facts and content words
+carried, then the earliest). Only the kept draft's tokens are passed on, so every front end shows, streams and
+records the text it gets at the end; with one try allowed, the draft streams as it comes."""
 
 from __future__ import annotations
 
@@ -22,19 +22,20 @@ class _Try:
 
 
 def best_of_tries(
-    draft: Callable[[int], Iterator[Event]],
+    draft: Callable[[int, Verdict | None], Iterator[Event]],
     checks: DraftChecks,
     tries: int,
     record: CheckRecord,
 ) -> Iterator[Event]:
-    """The events of the best of up to `tries` drafts (`draft(n)` runs try n, from 0), stopping at the first
-    that passes the checks; `record` gets what the reply reports. A cancelled try ends the draft as it is."""
+    """The events of the best of up to `tries` drafts (`draft(n, best)` runs try n, from 0, knowing the best
+    verdict so far), stopping at the first that passes the checks; `record` gets what the reply reports. A
+    cancelled try ends the draft as it is."""
     best: _Try | None = None
     spent_s = 0.0
     for number in range(tries):
         held: list[Event] = []
         done: Done | None = None
-        for event in draft(number):
+        for event in draft(number, best.verdict if best is not None else None):
             if isinstance(event, Done):
                 done = event
             elif tries == 1:
@@ -69,6 +70,9 @@ def _outcome(checks: DraftChecks, tries: int, kept: int, verdict: Verdict) -> Ch
         verdict.echoes,
         verdict.stances_missing,
         verdict.new_turn,
+        checks.topics,
+        verdict.topics_missing,
+        verdict.placeholders,
     )
 
 

@@ -86,12 +86,14 @@ class ChatSection:
         metavar="N",
     )
     fact_tries: int = option(
-        4,
+        6,
         "an AR draft with an instruction is drafted again, with another seed, while it leaves out a fact the "
-        "instruction asks for (a time, a day, a date, a sum, a code, a name), takes another stance than the one "
-        "asked (a decline, an acceptance, an apology) or copies the request back, up to this many tries in all, "
-        "those after the first written to at least half the length asked; the best is kept and the reply says "
-        "what is still missing. 1 is off: one draft, streamed as it comes",
+        "instruction asks for (a time, a day, a date, a sum, a code, a name) or a quarter of what it is about "
+        "(its content words), takes another stance than the one asked (a decline, an acceptance, an apology) or "
+        "copies the request back, up to this many tries in all, those after the first written to at least half "
+        "the length asked (into a document, a try after drafts that missed the stance opens with words that "
+        "take it); the best is kept and the reply says what is still missing. 1 is off: one draft, streamed as "
+        "it comes",
         between(1, 16),
         metavar="N",
     )

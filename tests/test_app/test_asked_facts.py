@@ -139,13 +139,14 @@ def test_the_stance_asked_is_taken_or_not() -> None:
 def test_a_draft_is_checked_and_reported() -> None:
     checks = DraftChecks.of("decline Friday's dinner with Leo, suggest Sunday at 7pm")
     assert checks.checks_anything and checks.stances == {"decline"}
-    good = checks.verdict("I'm afraid I can't do Friday, Leo. Would Sunday at 7pm work?")
+    good = checks.verdict("I'm afraid I can't do dinner on Friday, Leo. Would Sunday at 7pm work?")
     assert good.passed
     turned = checks.verdict("Friday with Leo sounds great, I'll be there at 7pm, or Sunday.")
     short = checks.verdict("I can't come on Friday.")
     assert turned.turned_around and not turned.missing
-    assert short.rank > checks.verdict("Count me in!").rank  # fewer facts missing counts first
-    assert turned.rank > short.rank and good.rank > turned.rank
+    # The stance counts first: a decline that leaves facts out beats an acceptance that carries them all.
+    assert short.rank > turned.rank > checks.verdict("Count me in!").rank
+    assert good.rank > short.rank > checks.verdict("I can't.").rank
     assert not DraftChecks.of("write something cheerful").checks_anything
 
     report = CheckedDraft(3, 2, checks.facts, short.missing, short.turned_around)
@@ -155,10 +156,13 @@ def test_a_draft_is_checked_and_reported() -> None:
         "kept_try": 2,
         "facts_asked": ["Friday", "Leo", "Sunday", "7pm"],
         "facts_missing": ["Leo", "Sunday", "7pm"],
+        "topics_asked": [],
+        "topics_missing": [],
         "stances_missing": [],
         "declines_turned_around": False,
         "copies_back": False,
         "writes_next_turn": False,
+        "placeholders": [],
     }
     assert CheckedDraft(1, 1, checks.facts, (), False).note() == ""
     assert (
@@ -173,7 +177,7 @@ def test_a_draft_that_copies_the_instruction_or_the_document_back_comes_last() -
     echo = checks.verdict("Tell them the boiler engineer comes on Tuesday between 8 and 10am.")
     assert echo.echoes and not echo.missing and not echo.passed
     assert checks.verdict("The lift in block B will be out of service all week, sorry.").echoes
-    own = checks.verdict("An engineer will visit on Tuesday, some time between 8 and 10am.")
+    own = checks.verdict("The boiler engineer will visit on Tuesday, some time between 8 and 10am.")
     assert own.passed and not own.echoes
     assert checks.verdict("An engineer will visit next week.").rank > echo.rank
     report = CheckedDraft(2, 1, checks.facts, (), False, echo.echoes)

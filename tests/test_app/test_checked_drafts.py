@@ -10,16 +10,20 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
+from app.domain.asked_stance import takes
 from app.domain.draft_check import DraftChecks
 from app.domain.draft_request import DraftRequest
+from app.orchestration.drafters import with_reminder
 from app.service import SharpenService
 from app.storage.config import load_config
 from app.storage.paths import sharpen_paths
+from engines.ar_engine import Sampling
 from engines.events import Done, Token
 
 # Facts a 135M model leaves out more often than not: the tries run out, so every path is taken.
 ASKED = "Tell Wilhelmina the parcel ZX-40913 comes on Wednesday at 4:15pm, and the fee is €37.20."
 LETTER = "Hi Wilhelmina,\n\nThanks for your message about the delivery.\n\n"
+INVITATION = "Dear Ms Park,\n\nThank you for the invitation to the gala dinner on the 14th.\n\n"
 
 
 def service_with(tries: int) -> SharpenService:
@@ -92,3 +96,34 @@ def test_the_cli_says_what_is_still_missing(tmp_path: Path, capsys: pytest.Captu
     if missing or checked["tries"] > 1:
         assert any(f'still missing "{missing[0]}"' in n if missing else "drafted 2 times" in n for n in notes), err
     assert out.strip() == payload["text"].strip()
+
+
+def test_a_try_after_one_that_missed_the_stance_opens_with_words_that_take_it() -> None:
+    service = service_with(1)
+    request = DraftRequest("draft", "say no", before=INVITATION, tokens=12, engine="ar")
+    events = list(service.ar._open_draft(request, 12, Sampling(), None, "Unfortunately,").events)
+    done = events[-1]
+    tokens = [event for event in events if isinstance(event, Token)]
+    assert isinstance(done, Done) and done.text.startswith("Unfortunately,") and len(done.text) > len("Unfortunately,")
+    assert "".join(token.text for token in tokens) == done.text
+    assert [token.index for token in tokens] == list(range(len(tokens))) and tokens[0].token_id == -1
+
+    # Checked: the first try is the model's own; where it does not decline, the next opens with a decline.
+    checked_service = service_with(2)
+    reply = checked_service.draft(request)
+    text = reply.text()
+    assert reply.checked is not None and reply.checked.asked == () and not reply.checked.topics
+    if reply.checked.tries == 2:
+        assert reply.checked.kept_try == 2 and text.startswith("Unfortunately,")
+    assert takes("decline", text)
+
+
+def test_a_try_after_one_that_left_things_out_is_asked_for_them_by_name() -> None:
+    asked = "tell Sam the lease doesn't allow dogs but cats are fine"
+    checks = DraftChecks.of(asked, "Dear Sam,\n\n")
+    request = DraftRequest("draft", asked, before="Dear Sam,\n\n", tokens=32, engine="ar")
+    short = checks.verdict("Dogs are not allowed.")
+    assert with_reminder(request, short).instruction == f"{asked} (Be sure to mention: Sam, lease, cats.)"
+    # Content words count only where too few are mentioned; a draft that says everything changes nothing.
+    enough = checks.verdict("Sam, dogs are not allowed under the lease.")
+    assert enough.mentions_enough and with_reminder(request, enough).instruction == asked
