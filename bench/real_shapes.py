@@ -44,6 +44,8 @@ Each row also gives the router's estimate: the embedded pair calibrated first in
 calibrate` measures it) and scaled to the shape by its file's work (router/profile.py scaled_ar and
 scaled_diffusion, router/kernel_costs.py), never from a measurement of that shape. --profile reads a saved
 calibration instead. The load other processes put on the CPU is watched through each shape and printed.
+`--save-times` writes the measured times to a JSON file, and `--times` reads them back instead of measuring:
+the same measurements estimated again by a changed cost model (with `--profile`, the same calibration).
 `--kernels` measures the per-type kernel costs that router/kernel_costs.py holds (four-layer probes of each
 type at widths 2048 and 896).
 Timings only: the weights are noise. One llama.cpp job at a time: run it on an idle machine.
