@@ -168,14 +168,20 @@ def test_a_block_pass_s_line_is_taken_apart_from_the_context_it_attends_to() -> 
 
 
 def test_a_block_causal_draft_costs_more_a_token_the_longer_it_runs() -> None:
-    costs = DiffusionCosts(0.008, 0.001, 0.5, "block", pass_s_per_context=10e-6, pass_s_per_row_context=1e-6)
+    costs = DiffusionCosts(
+        pass_base_s=0.008,
+        pass_s_per_position=0.001,
+        cache="block",
+        pass_s_per_context=10e-6,
+        pass_s_per_row_context=1e-6,
+    )
     flat = replace(costs, pass_s_per_context=0.0, pass_s_per_row_context=0.0)
 
     def per_token(n: int, profile: DiffusionCosts) -> float:
         return estimate_diffusion(n, 32, 0, DiffusionPlan(n // 4, 8, None, "blocks"), profile).seconds / n
 
     assert per_token(400, costs) > per_token(128, costs) * 1.05, "later blocks attend to more settled ones"
-    assert per_token(400, flat) == pytest.approx(per_token(128, flat), rel=0.02)
+    assert per_token(400, flat) <= per_token(128, flat), "without the context terms a token never costs more"
 
 
 def test_a_profile_from_before_the_context_terms_estimates_drafts_as_it_did(tmp_path: Path) -> None:
