@@ -1,8 +1,8 @@
 """The cost model: seconds for an engine to produce N tokens, from a calibration profile.
 
-AR: prompt evaluation + N x time per token, a token's time growing with the context before it.
-Diffusion: K(N, settings) passes, each costing a fixed
-part plus a part per position decoded. With a cache and blocks, each block's first pass decodes the
+AR: prompt evaluation + N x time per token, a token's time growing with the context before it. Diffusion:
+K(N, settings) passes, each costing a fixed part plus a part per position decoded, and a pass against cached
+keys and values a part per cached position it attends to. With a cache and blocks, each block's first pass decodes the
 whole sequence; its later passes decode from the block to the end (prefix cache: the prompt and the
 finished blocks stay cached) or the block alone (dual cache: what follows the block stays cached too).
 Without one, every pass decodes prompt + canvas + suffix. Block-causal attention ("block") decodes

@@ -267,8 +267,8 @@ def context_line(points: Sequence[tuple[int, int, float]]) -> DiffusionCosts:
     line through the passes after each context measured; growth that noise made negative counts as none."""
     contexts = sorted({context for context, _, _ in points})
     lines = [_fit_line([(p, s) for c, p, s in points if c == context]) for context in contexts]
-    if len(contexts) < 2:
-        base, per_position = lines[0]
+    if len(contexts) < 2 or contexts[0] <= 0:
+        base, per_position = lines[-1] if len(contexts) < 2 else _fit_line([(p, s) for _, p, s in points])
         return DiffusionCosts(pass_base_s=base, pass_s_per_position=per_position)
     short, long = contexts[0], contexts[-1]
     (base_short, slope_short), (base_long, slope_long) = lines[0], lines[-1]
