@@ -143,7 +143,7 @@ def test_ar_s_line_runs_through_the_short_and_the_long_context() -> None:
     assert per_context == pytest.approx(0.0012 / 240)
     assert per_token + per_context * 48 == pytest.approx(0.0053)
     # Noise that makes the longer context faster: one time for every context, the median.
-    assert token_line([(48.0, 0.006), (288.0, 0.005)]) == (pytest.approx(0.0055), 0.0)
+    assert token_line([(48.0, 0.006), (288.0, 0.005)]) == pytest.approx((0.0055, 0.0))
     assert token_line([]) == (ArCosts().seconds_per_token, 0.0)
 
 
@@ -164,7 +164,7 @@ def test_a_block_pass_s_line_is_taken_apart_from_the_context_it_attends_to() -> 
     assert pass_seconds(16, flat, 128) == pytest.approx(took(128, 16))
     # Full passes (the other caches' calibration) have no cached context.
     full = context_line([(0, p, 0.01 + 0.002 * p) for p in (64, 128, 256)])
-    assert (full.pass_base_s, full.pass_s_per_position) == (pytest.approx(0.01), pytest.approx(0.002))
+    assert (full.pass_base_s, full.pass_s_per_position) == pytest.approx((0.01, 0.002))
 
 
 def test_a_block_causal_draft_costs_more_a_token_the_longer_it_runs() -> None:
