@@ -44,17 +44,21 @@ Each row also gives the router's estimate: the embedded pair calibrated first in
 calibrate` measures it) and scaled to the shape by its file's work (router/profile.py scaled_ar and
 scaled_diffusion, router/kernel_costs.py), never from a measurement of that shape. --profile reads a saved
 calibration instead. The load other processes put on the CPU is watched through each shape and printed.
+`--save-times` writes the measured times to a JSON file, and `--times` reads them back instead of measuring:
+the same measurements estimated again by a changed cost model (with `--profile`, the same calibration).
 `--kernels` measures the per-type kernel costs that router/kernel_costs.py holds (four-layer probes of each
 type at widths 2048 and 896).
 Timings only: the weights are noise. One llama.cpp job at a time: run it on an idle machine.
 
     .venv/bin/python bench/real_shapes.py [--shapes qwen2.5-0.5b,fast-dllm-v2-1.5b,sdar-1.7b,llada-8b]
-        [--cut-layers 2,6] [--profile calibration.toml] [--kernels]
+        [--cut-layers 2,6] [--profile calibration.toml] [--kernels] [--save-times times.json]
+        [--times times.json --profile calibration.toml]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 import sys
@@ -62,6 +66,7 @@ import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -230,6 +235,22 @@ def per_layer(a: Measured, b: Measured, layers: tuple[int, int], real: int) -> M
     )
 
 
+def save_times(path: Path, times: dict[str, Measured]) -> None:
+    def plain(m: Measured) -> dict[str, object]:
+        passes = [[mode, rows, seconds] for (mode, rows), seconds in (m.passes or {}).items()]
+        return {"ar_token": m.ar_token, "ar_draft": m.ar_draft, "passes": passes, "draft": m.draft, "load": m.load}
+
+    path.write_text(json.dumps({name: plain(m) for name, m in times.items()}, indent=1))
+
+
+def load_times(path: Path) -> dict[str, Measured]:
+    def measured(raw: dict[str, Any]) -> Measured:
+        passes = {(mode, int(rows)): float(seconds) for mode, rows, seconds in raw["passes"]}
+        return Measured(raw["ar_token"], raw["ar_draft"], passes, raw["draft"], raw["load"])
+
+    return {name: measured(raw) for name, raw in json.loads(path.read_text()).items()}
+
+
 def calibration(profile_path: Path | None) -> CostProfile:
     """The embedded pair measured as `sharpen calibrate` measures it (or a saved profile)."""
     if profile_path is not None:
@@ -274,15 +295,20 @@ def rows_for(run: ShapeRun, measured: Measured, profile: CostProfile) -> list[Ro
     size = ModelSize(run.label, mix.total, 0, "none", work)
     ar_costs = scaled_ar(profile.ar, size)
     assert ar_costs is not None, "the calibration recorded the embedded models' work"
-    rows = [Row("one AR token", measured.ar_token, ar_costs.seconds_per_token)]
+    # The measured token is the mean over the 256 after the prompt: estimated at their middle one's context.
+    ar_token = ar_costs.token_seconds(PROMPT_TOKENS + DRAFT_TOKENS / 2)
+    rows = [Row("one AR token", measured.ar_token, ar_token)]
     assert measured.passes is not None
     for mode in MODES:
         costs = scaled_diffusion(profile.diffusion, replace(size, cache=mode), "cpu")
         assert costs is not None
         for b in ROWS:
-            positions = PROMPT_TOKENS + b if mode == "none" else b
+            # Re-decoded: every row in one batch; cached: b rows against the prompt's keys and values.
+            estimate = (
+                pass_seconds(PROMPT_TOKENS + b, costs) if mode == "none" else pass_seconds(b, costs, PROMPT_TOKENS)
+            )
             what = {"none": "prompt + canvas re-decoded", "dual": "dual / prefix", "block": "block"}[mode]
-            rows.append(Row(f"pass of {b} rows, {what}", measured.passes[mode, b], pass_seconds(positions, costs)))
+            rows.append(Row(f"pass of {b} rows, {what}", measured.passes[mode, b], estimate))
     drafting = run.drafting
     ar_256 = estimate_ar(DRAFT_TOKENS, PROMPT_TOKENS, ar_costs).seconds
     rows.append(Row(f"{DRAFT_TOKENS} AR tokens after the prompt", measured.ar_draft, ar_256))
@@ -357,6 +383,10 @@ def main() -> None:
     parser.add_argument("--cut-layers", default="2,6", help="the layer counts a cut shape is written with")
     parser.add_argument("--profile", type=Path, help="a saved calibration of the embedded pair")
     parser.add_argument("--kernels", action="store_true", help="measure the per-type kernel costs instead")
+    parser.add_argument("--save-times", type=Path, help="write the measured times to this JSON file")
+    parser.add_argument(
+        "--times", type=Path, help="the times a --save-times run wrote: estimate them again (with its --profile)"
+    )
     args = parser.parse_args()
     print(f"machine: {describe_machine()}")
     tokenizer = resolve_model("smollm2-135m-instruct").path
@@ -365,13 +395,17 @@ def main() -> None:
         if args.kernels:
             kernels(folder, tokenizer)
             return
-        chosen = [SHAPES[name] for name in args.shapes.split(",")]
+        names = args.shapes.split(",")
+        chosen = [SHAPES[name] for name in names]
         profile = calibration(args.profile)
         ar, diffusion = profile.ar, profile.diffusion
         print(
-            f"calibration of the embedded pair: AR {ar.model} {ar.seconds_per_token * 1000:.1f} ms a token, "
+            f"calibration of the embedded pair: AR {ar.model} {ar.seconds_per_token * 1000:.2f} ms a token "
+            f"+ {ar.seconds_per_context_token * 1e6:.2f} us a position of context, "
             f"{ar.prompt_tokens_per_s:.0f} prompt tokens/s; {diffusion.model} ({diffusion.cache} cache) a pass "
             f"{diffusion.pass_base_s * 1000:.1f} ms + {diffusion.pass_s_per_position * 1000:.2f} ms a position, "
+            f"+ {diffusion.pass_s_per_context * 1e6:.1f} us + {diffusion.pass_s_per_row_context * 1e6:.2f} us a row "
+            f"per position of cached context, "
             f"sampler {diffusion.sampler_s_per_row * 1000:.2f} ms a row; "
             f"{'under load' if profile.measured_under_load else 'idle'} ({profile.load.others_during:.2f} cores)"
         )
@@ -379,14 +413,20 @@ def main() -> None:
         assert len(cut) == 2 and cut[0] < cut[1]
         prompt = [int(t) for t in np.random.default_rng(1).integers(100, 40000, PROMPT_TOKENS)]
         worst: list[tuple[str, Row]] = []
-        for run in chosen:
+        saved = load_times(args.times) if args.times else {}
+        for name, run in zip(names, chosen, strict=True):
             started = time.perf_counter()
-            if run.cut:
+            if name in saved:
+                measured = saved[name]
+            elif run.cut:
                 a, b = (measure(run, folder, tokenizer, layers, prompt) for layers in cut)
                 measured = per_layer(a, b, (cut[0], cut[1]), run.shape.layers)
-                rows = print_shape(run, measured, profile, (cut[0], cut[1]))
             else:
-                rows = print_shape(run, measure(run, folder, tokenizer, None, prompt), profile, None)
+                measured = measure(run, folder, tokenizer, None, prompt)
+            saved[name] = measured
+            if args.save_times:
+                save_times(args.save_times, saved)
+            rows = print_shape(run, measured, profile, (cut[0], cut[1]) if run.cut else None)
             worst += [(run.label, row) for row in rows]
             print(f"({time.perf_counter() - started:.0f} s)")
         off = [(label, row) for label, row in worst if not 0.75 <= row.estimate / row.measured <= 1.25]

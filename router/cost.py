@@ -1,7 +1,8 @@
 """The cost model: seconds for an engine to produce N tokens, from a calibration profile.
 
-AR: prompt evaluation + N x time per token. Diffusion: K(N, settings) passes, each costing a fixed
-part plus a part per position decoded. With a cache and blocks, each block's first pass decodes the
+AR: prompt evaluation + N x time per token, a token's time growing with the context before it. Diffusion:
+K(N, settings) passes, each costing a fixed part plus a part per position decoded, and a pass against cached
+keys and values a part per cached position it attends to. With a cache and blocks, each block's first pass decodes the
 whole sequence; its later passes decode from the block to the end (prefix cache: the prompt and the
 finished blocks stay cached) or the block alone (dual cache: what follows the block stays cached too).
 Without one, every pass decodes prompt + canvas + suffix. Block-causal attention ("block") decodes
@@ -39,8 +40,10 @@ def passes_for(n: int, plan: DiffusionPlan, costs: DiffusionCosts) -> int:
     return max(n_blocks, plan.steps)
 
 
-def pass_seconds(positions: float, costs: DiffusionCosts) -> float:
-    return costs.pass_base_s + costs.pass_s_per_position * positions
+def pass_seconds(positions: float, costs: DiffusionCosts, context: float = 0.0) -> float:
+    """A pass decoding `positions` rows against `context` cached ones."""
+    per_context = costs.pass_s_per_context + costs.pass_s_per_row_context * positions
+    return costs.pass_base_s + costs.pass_s_per_position * positions + per_context * context
 
 
 def sampled_rows(n: int, plan: DiffusionPlan) -> int:
@@ -53,10 +56,12 @@ def sampler_seconds(passes: int, n: int, plan: DiffusionPlan, costs: DiffusionCo
 
 
 def estimate_ar(n: int, prompt_tokens: int, costs: ArCosts) -> Estimate:
+    """The prompt, then n tokens, the i-th attending to the prompt and the i tokens before it."""
     prompt_s = prompt_tokens / costs.prompt_tokens_per_s if costs.prompt_tokens_per_s > 0 else 0.0
-    seconds = prompt_s + n * costs.seconds_per_token
+    mean_context = prompt_tokens + (n - 1) / 2 if n > 0 else prompt_tokens
+    per_token = costs.token_seconds(mean_context)
     return Estimate(
-        "ar", seconds, f"{prompt_tokens} prompt tokens + {n} tokens x {costs.seconds_per_token * 1000:.1f} ms"
+        "ar", prompt_s + n * per_token, f"{prompt_tokens} prompt tokens + {n} tokens x {per_token * 1000:.1f} ms"
     )
 
 
@@ -97,9 +102,11 @@ def _estimate_passes(
         else:
             sizes = [min(plan.block_length, n - b * plan.block_length) for b in range(n_blocks)]
             window = suffix_tokens + sum(size * (n - b * plan.block_length) for b, size in enumerate(sizes)) / n
-        # Each block's first pass decodes the whole sequence and fills the cache (Fast-dLLM).
+        # Each block's first pass decodes the whole sequence and fills the cache (Fast-dLLM); the others
+        # attend to what it cached.
         full = n_blocks * pass_seconds(prompt_tokens + n + suffix_tokens, costs)
-        seconds = full + max(0, passes - n_blocks) * pass_seconds(window, costs)
+        cached = prompt_tokens + n + suffix_tokens - window
+        seconds = full + max(0, passes - n_blocks) * pass_seconds(window, costs, cached)
         how = f"{cache} cache"
     else:
         window = prompt_tokens + n + suffix_tokens
@@ -127,10 +134,12 @@ def _estimate_block_causal(
     rows = min(block, prompt_tokens % block + n)
     riding = windows - 1 + min(1, prompt_blocks)
     alone = max(0, prompt_blocks - 1)
+    # The settled blocks a window's passes attend to, on average over the draft (the cost is linear in them).
+    context = prompt_blocks * block + (windows - 1) * block / 2
     seconds = (
-        alone * pass_seconds(block, costs)
-        + passes * pass_seconds(rows, costs)
-        + riding * block * costs.pass_s_per_position
+        alone * pass_seconds(block, costs, prompt_blocks * block / 2)
+        + passes * pass_seconds(rows, costs, context)
+        + riding * block * (costs.pass_s_per_position + costs.pass_s_per_row_context * context)
         + sampler_seconds(passes, n, plan, costs)
     )
     ms = pass_seconds(rows, costs) * 1000

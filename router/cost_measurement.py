@@ -49,10 +49,13 @@ PROMPT_TEXT = (
 INSTRUCTION = "Write a short email to a colleague about moving our weekly meeting to Thursday."
 # Fast-dLLM's confidence threshold, measured where the user set none.
 THRESHOLD = 0.9
-# Rows of the passes measured for block-causal decoding (its passes decode one block each), after a context
-# of CONTEXT_TOKENS cached positions (whole blocks of every size), as a draft's passes run.
+# Rows of the passes measured for block-causal decoding (its passes decode one block each), after contexts
+# of CONTEXT_TOKENS cached positions (whole blocks of every size), as a draft's passes run: a pass's cost
+# grows with the context it attends to.
 BLOCK_ROWS = (4, 8, 16, 32, 64)
-CONTEXT_TOKENS = 128
+CONTEXT_TOKENS = (128, 384)
+# AR's tokens are timed after the calibration's prompt and after this share of it.
+SHORT_PROMPT_SHARE = 8
 
 
 @dataclass(frozen=True)
@@ -76,19 +79,27 @@ def _done(events: Iterable[Event]) -> Done:
 
 
 class _ArMeasurement:
-    """AR's prompt rate (a cold prompt) and time per token (generation after it), once per repeat."""
+    """AR's prompt rate (a cold prompt) and time per token (generation after a long prompt and after a short one:
+    a token's attention grows with its context), once per repeat."""
 
     def __init__(self, engine: AREngine, sizes: CalibrationSizes) -> None:
         self.engine, self.sizes = engine, sizes
         text = (PROMPT_TEXT * (sizes.prompt_tokens // 30 + 2))[: sizes.prompt_tokens * 5]
         self.prompt = engine.leading_text(text, sizes.prompt_tokens)
+        self.short_tokens = max(1, sizes.prompt_tokens // SHORT_PROMPT_SHARE)
+        self.short_prompt = engine.leading_text(text, self.short_tokens)
         self.rates: list[float] = []
-        self.per_token: list[float] = []
+        # Per prompt, (the context a token attended to, its time): each run's median gap, at its middle token.
+        self.per_token: dict[int, list[tuple[float, float]]] = {}
 
     def rounds(self) -> list[list[Step]]:
-        """One round per repeat: a cold prompt, then tokens after it."""
+        """One round per repeat: a cold prompt, then tokens after it, then tokens after a short prompt."""
         return [
-            [("AR: prompt evaluation", self._prompt), ("AR: token generation", self._tokens)]
+            [
+                ("AR: prompt evaluation", self._prompt),
+                ("AR: token generation", self._tokens(self.prompt, self.sizes.prompt_tokens)),
+                ("AR: token generation after a short prompt", self._tokens(self.short_prompt, self.short_tokens)),
+            ]
             for _ in range(self.sizes.repeats)
         ]
 
@@ -98,24 +109,31 @@ class _ArMeasurement:
         assert isinstance(cold, GenerationStats) and cold.time_to_first_token_s
         self.rates.append(cold.prompt_tokens / cold.time_to_first_token_s)
 
-    def _tokens(self) -> None:
+    def _tokens(self, prompt: str, prompt_tokens: int) -> Callable[[], None]:
         """The median gap between tokens after the first: a moment's work of another process stalls a token or
         two (llama.cpp's threads wait for each other at every layer), which the mean would spread over all
         of them. Seen on 2 cores: a profile watched at 0.21 busy cores measured 13.5 ms a token, 7.2 idle."""
-        arrivals: list[float] = []
-        last = None
-        for last in self.engine.complete(self.prompt + " We", max_tokens=self.sizes.decode_tokens):
-            if isinstance(last, Token):
-                arrivals.append(time.perf_counter())
-        assert isinstance(last, Done) and isinstance(last.stats, GenerationStats)
-        if len(arrivals) > 2:
-            self.per_token.append(float(np.median(np.diff(arrivals))))
+
+        def timed() -> None:
+            arrivals: list[float] = []
+            last = None
+            for last in self.engine.complete(prompt + " We", max_tokens=self.sizes.decode_tokens):
+                if isinstance(last, Token):
+                    arrivals.append(time.perf_counter())
+            assert isinstance(last, Done) and isinstance(last.stats, GenerationStats)
+            if len(arrivals) > 2:
+                context = (last.stats.prompt_tokens or prompt_tokens) + len(arrivals) / 2
+                self.per_token.setdefault(prompt_tokens, []).append((context, float(np.median(np.diff(arrivals)))))
+
+        return timed
 
     def costs(self) -> ArCosts:
+        per_token, per_context = token_line([_median_point(runs) for runs in self.per_token.values()])
         return ArCosts(
             model=self.engine.model_name,
             prompt_tokens_per_s=float(np.median(self.rates)),
-            seconds_per_token=float(np.median(self.per_token)) if self.per_token else ArCosts().seconds_per_token,
+            seconds_per_token=per_token,
+            seconds_per_context_token=per_context,
         )
 
 
@@ -130,12 +148,17 @@ class _DiffusionMeasurement:
         self.block = backend.cache_mode == "block"
         if self.block:
             # A block-causal pass decodes one block against the settled ones: a few rows are what count.
-            context = backend.tokenize(PROMPT_TEXT * (CONTEXT_TOKENS // 20), add_bos=True)[:CONTEXT_TOKENS]
-            self.passes = [(np.array([*context, *[mask] * rows]), len(context)) for rows in BLOCK_ROWS]
+            text = backend.tokenize(PROMPT_TEXT * (max(CONTEXT_TOKENS) // 20), add_bos=True)
+            self.passes = [
+                (np.array([*text[:context], *[mask] * rows]), context)
+                for context in CONTEXT_TOKENS
+                for rows in BLOCK_ROWS
+            ]
         else:
             prompt = engine.draft_prompt(INSTRUCTION, max(sizes.canvas_sizes)).prompt
             self.passes = [(np.array([*prompt, *[mask] * n]), len(prompt)) for n in sizes.canvas_sizes]
-        self.points: list[tuple[int, float]] = []
+        # (cached context, positions decoded, seconds): a full pass has no cached context.
+        self.points: list[tuple[int, int, float]] = []
         # A draft as the user's settings run it, with their threshold or Fast-dLLM's 0.9.
         self.settings = replace(settings, threshold=settings.threshold or THRESHOLD)
         self.stats: DiffusionStats | None = None
@@ -187,8 +210,11 @@ class _DiffusionMeasurement:
                 backend.reset(cache=False)
             start = time.perf_counter()
             backend.logits(sequence, first, len(sequence), 0)
-            positions = len(sequence) - first if self.block else len(sequence)
-            self.points.append((positions, time.perf_counter() - start))
+            took = time.perf_counter() - start
+            if self.block:
+                self.points.append((first, len(sequence) - first, took))
+            else:
+                self.points.append((0, len(sequence), took))
 
         return timed
 
@@ -200,8 +226,7 @@ class _DiffusionMeasurement:
 
     def costs(self) -> DiffusionCosts:
         assert self.stats is not None, "the draft step ran"
-        base, per_position = _fit_line(self.points)
-        line = DiffusionCosts(pass_base_s=base, pass_s_per_position=per_position, cache=self.engine.backend.cache_mode)
+        line = replace(context_line(self.points), cache=self.engine.backend.cache_mode)
         passes_per_token = min(1.0, self.stats.passes / max(1, self.stats.generated_tokens))
         scaled = replace(line.slower(draft_scale(self.stats, self.settings, line)), model=self.engine.model_name)
         return replace(
@@ -237,6 +262,43 @@ def sampler_seconds_per_row(stats: DiffusionStats, settings: DiffusionSettings) 
     return max(0.0, stats.working_s - stats.backend_s) / rows if rows else 0.0
 
 
+def context_line(points: Sequence[tuple[int, int, float]]) -> DiffusionCosts:
+    """The passes' line at no context, and its growth per position of context (per pass and per row), from a
+    line through the passes after each context measured; growth that noise made negative counts as none."""
+    contexts = sorted({context for context, _, _ in points})
+    lines = [_fit_line([(p, s) for c, p, s in points if c == context]) for context in contexts]
+    if len(contexts) < 2 or contexts[0] <= 0:
+        base, per_position = lines[-1] if len(contexts) < 2 else _fit_line([(p, s) for _, p, s in points])
+        return DiffusionCosts(pass_base_s=base, pass_s_per_position=per_position)
+    short, long = contexts[0], contexts[-1]
+    (base_short, slope_short), (base_long, slope_long) = lines[0], lines[-1]
+    per_context = min(max(0.0, (base_long - base_short) / (long - short)), base_short / short)
+    per_row_context = min(max(0.0, (slope_long - slope_short) / (long - short)), slope_short / short)
+    return DiffusionCosts(
+        pass_base_s=base_short - per_context * short,
+        pass_s_per_position=slope_short - per_row_context * short,
+        pass_s_per_context=per_context,
+        pass_s_per_row_context=per_row_context,
+    )
+
+
+def _median_point(runs: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    return float(np.mean([c for c, _ in runs])), float(np.median([s for _, s in runs]))
+
+
+def token_line(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """AR's time a token with no context and its growth per position of context, through (context, seconds)
+    points; where noise tilts the line down (or below zero), the same time at every context."""
+    if not points:
+        return ArCosts().seconds_per_token, 0.0
+    (short_context, short_s), (long_context, long_s) = min(points), max(points)
+    if long_context > short_context and long_s > short_s:
+        per_context = (long_s - short_s) / (long_context - short_context)
+        if short_s - per_context * short_context > 0:
+            return short_s - per_context * short_context, per_context
+    return float(np.median([s for _, s in points])), 0.0
+
+
 def _fit_line(points: Sequence[tuple[int, float]]) -> tuple[float, float]:
     """Least-squares seconds = base + slope x positions through each size's median, both kept non-negative (one
     slow pass of the largest size had tilted the line by half)."""
@@ -265,7 +327,7 @@ def _with_work(costs: Costs, served: object) -> Costs:
         work = work_of(read_tensor_mix(path))
     except ModelFileError:
         return costs
-    return replace(costs, decode_work=work.decode, row_work=work.row, vocab=work.vocab)
+    return replace(costs, decode_work=work.decode, row_work=work.row, vocab=work.vocab, context_work=work.context)
 
 
 def interleaved(first: Sequence[list[Step]], second: Sequence[list[Step]]) -> list[Step]:

@@ -56,11 +56,13 @@ def kernel_cost(kind: str) -> KernelCost:
 
 @dataclass(frozen=True)
 class ModelWork:
-    """A model's work per pass, in Q8_0-equivalent weights: one row's, and each further row's."""
+    """A model's work per pass, in Q8_0-equivalent weights: one row's, and each further row's; and `context`,
+    what a row's attention to each position before it follows (layers x width)."""
 
     decode: float
     row: float
     vocab: int
+    context: float = 0.0
 
 
 def work_of(mix: TensorMix) -> ModelWork:
@@ -69,4 +71,5 @@ def work_of(mix: TensorMix) -> ModelWork:
         row=sum(count * kernel_cost(kind).row for kind, count in mix.parameters)
         + mix.layers * mix.width * LAYER_ROW_PER_WIDTH,
         vocab=mix.vocab,
+        context=float(mix.layers * mix.width),
     )

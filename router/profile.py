@@ -24,7 +24,11 @@ DeviceClass = Literal["cpu", "gpu"]
 class ArCosts:
     model: str = ""
     prompt_tokens_per_s: float = 300.0
+    # A token's time grows with the context it attends to: seconds_per_token with nothing before it, plus
+    # seconds_per_context_token for each position before it. A profile written before the two were measured
+    # apart holds 0 for the second (its seconds_per_token was taken after a 256-token prompt).
     seconds_per_token: float = 0.015
+    seconds_per_context_token: float = 0.0
     # Measured by `sharpen calibrate`, or estimated from the model's size (estimate_profile, or scaled_ar from
     # another model's measurement: `scaled_from` names it).
     measured: bool = True
@@ -32,7 +36,12 @@ class ArCosts:
     decode_work: float = 0.0
     row_work: float = 0.0
     vocab: int = 0
+    context_work: float = 0.0
     scaled_from: str = ""
+
+    def token_seconds(self, context: float) -> float:
+        """One token's time after `context` positions."""
+        return self.seconds_per_token + self.seconds_per_context_token * context
 
     def slower(self, factor: float) -> ArCosts:
         """These costs with every time `factor` times as long."""
@@ -40,15 +49,21 @@ class ArCosts:
             self,
             prompt_tokens_per_s=self.prompt_tokens_per_s / factor,
             seconds_per_token=self.seconds_per_token * factor,
+            seconds_per_context_token=self.seconds_per_context_token * factor,
         )
 
 
 @dataclass(frozen=True)
 class DiffusionCosts:
     model: str = ""
-    # One forward pass over `positions` tokens costs pass_base_s + pass_s_per_position x positions.
+    # One forward pass over `positions` tokens costs pass_base_s + pass_s_per_position x positions; a pass
+    # against cached keys and values (the block cache's) adds, for each position of that context,
+    # pass_s_per_context + pass_s_per_row_context x positions (0 in a profile written before they were
+    # measured apart, whose line was taken after a 128-token context).
     pass_base_s: float = 0.01
     pass_s_per_position: float = 0.005
+    pass_s_per_context: float = 0.0
+    pass_s_per_row_context: float = 0.0
     # Passes threshold decoding took per draft token (1.0: one pass per token, no parallelism).
     threshold_passes_per_token: float = 1.0
     cache: str = "none"  # the engine's CacheMode
@@ -59,6 +74,7 @@ class DiffusionCosts:
     decode_work: float = 0.0
     row_work: float = 0.0
     vocab: int = 0
+    context_work: float = 0.0
     scaled_from: str = ""
     # A draft engine on another machine (models.draft = sharpen:URL or openai:URL#MODEL): the round trip each
     # draft adds, and for a text-only server (no passes to count) the seconds per token its drafts took.
@@ -71,6 +87,8 @@ class DiffusionCosts:
             self,
             pass_base_s=self.pass_base_s * factor,
             pass_s_per_position=self.pass_s_per_position * factor,
+            pass_s_per_context=self.pass_s_per_context * factor,
+            pass_s_per_row_context=self.pass_s_per_row_context * factor,
             sampler_s_per_row=self.sampler_s_per_row * factor,
         )
 
@@ -170,7 +188,8 @@ def estimate_profile(device: DeviceClass, cores: int, ar: ModelSize | None, diff
 
 def scaled_ar(measured: ArCosts, target: ModelSize) -> ArCosts | None:
     """`target`'s AR costs from another model's measured ones, by their work (router/kernel_costs.py): a token
-    is a one-row pass, a prompt's tokens further rows. None where either model's work is unknown."""
+    is a one-row pass, a prompt's tokens further rows, a token's attention to its context follows the layers'
+    width. None where either model's work is unknown."""
     work = target.work
     if work is None or not measured.measured or min(measured.decode_work, measured.row_work, work.row) <= 0:
         return None
@@ -178,17 +197,25 @@ def scaled_ar(measured: ArCosts, target: ModelSize) -> ArCosts | None:
         model=target.name,
         prompt_tokens_per_s=measured.prompt_tokens_per_s * measured.row_work / work.row,
         seconds_per_token=measured.seconds_per_token * work.decode / measured.decode_work,
+        seconds_per_context_token=_per_context(measured.seconds_per_context_token, measured.context_work, work),
         measured=False,
         decode_work=work.decode,
         row_work=work.row,
         vocab=work.vocab,
+        context_work=work.context,
         scaled_from=measured.model,
     )
 
 
+def _per_context(seconds: float, measured_work: float, target: ModelWork) -> float:
+    """A cost per position of context, carried to `target` by the layers' width (0 where either is unknown)."""
+    return seconds * target.context / measured_work if measured_work > 0 and target.context > 0 else 0.0
+
+
 def scaled_diffusion(measured: DiffusionCosts, target: ModelSize, device: DeviceClass) -> DiffusionCosts | None:
     """`target`'s diffusion costs from another model's measured ones: a pass's fixed part by one row's work, its
-    cost per position by each further row's, the sampler's by the vocabulary. Passes per token under a
+    cost per position by each further row's, its cost per position of context by the layers' width, the
+    sampler's by the vocabulary. Passes per token under a
     threshold are the model's own, so the device's default. None where either model's work is unknown."""
     work = target.work
     if work is None or not measured.measured or min(measured.decode_work, measured.row_work, work.row) <= 0:
@@ -198,6 +225,8 @@ def scaled_diffusion(measured: DiffusionCosts, target: ModelSize, device: Device
         model=target.name,
         pass_base_s=measured.pass_base_s * work.decode / measured.decode_work,
         pass_s_per_position=measured.pass_s_per_position * work.row / measured.row_work,
+        pass_s_per_context=_per_context(measured.pass_s_per_context, measured.context_work, work),
+        pass_s_per_row_context=_per_context(measured.pass_s_per_row_context, measured.context_work, work),
         threshold_passes_per_token=default_profile(device).diffusion.threshold_passes_per_token,
         cache=target.cache,
         measured=False,
@@ -205,6 +234,7 @@ def scaled_diffusion(measured: DiffusionCosts, target: ModelSize, device: Device
         decode_work=work.decode,
         row_work=work.row,
         vocab=work.vocab,
+        context_work=work.context,
         scaled_from=measured.model,
     )
 

@@ -16,10 +16,18 @@ from engines.diffusion.settings import DiffusionSettings
 from engines.events import DiffusionStats, FinishReason
 from engines.llama_ar import LlamaAREngine
 from engines.threads import available_cores
-from router.cost import estimate_diffusion
-from router.cost_measurement import QUICK, CalibrationCancelled, calibrate, draft_scale, sampler_seconds_per_row
+from router.cost import estimate_ar, estimate_diffusion, pass_seconds
+from router.cost_measurement import (
+    QUICK,
+    CalibrationCancelled,
+    calibrate,
+    context_line,
+    draft_scale,
+    sampler_seconds_per_row,
+    token_line,
+)
 from router.machine_load import BUSY_SHARE
-from router.profile import CostProfile, DiffusionCosts, default_profile, load_profile, save_profile
+from router.profile import ArCosts, CostProfile, DiffusionCosts, default_profile, load_profile, save_profile
 from router.request import DiffusionPlan
 
 
@@ -37,6 +45,8 @@ def test_calibration_measures_both_engines(measured: CostProfile) -> None:
     assert measured.ar.model == "smollm2-135m-instruct"
     # This model generates tens of tokens per second and evaluates prompts faster than it generates.
     assert 0.001 < measured.ar.seconds_per_token < 1.0
+    # Timed after two contexts: a token's growth with its context is measured (noise may flatten it to 0).
+    assert 0 <= measured.ar.seconds_per_context_token < measured.ar.seconds_per_token
     assert measured.diffusion.model == "tiny-cacheable" and measured.diffusion.cache == "dual"
     assert measured.diffusion.pass_base_s >= 0 and measured.diffusion.pass_s_per_position > 0
     assert 0 < measured.diffusion.threshold_passes_per_token <= 1
@@ -108,6 +118,78 @@ def test_a_profile_from_before_the_dual_cache_keeps_its_measurements(tmp_path: P
     profile, warning = load_profile(path, "cpu")
     assert warning is None
     assert profile.diffusion.cache == read and profile.diffusion.pass_s_per_position == 0.002
+
+
+def test_a_profile_from_before_ar_s_context_term_estimates_a_token_as_it_did(tmp_path: Path) -> None:
+    path = tmp_path / "calibration.toml"
+    path.write_text("version = 1\n[ar]\nseconds_per_token = 0.007\nprompt_tokens_per_s = 1000.0\n")
+    profile, warning = load_profile(path, "cpu")
+    assert warning is None
+    assert profile.ar.seconds_per_context_token == 0.0 and profile.ar.context_work == 0.0
+    assert estimate_ar(100, 400, profile.ar).seconds == pytest.approx(0.4 + 100 * 0.007)
+
+
+def test_an_ar_token_costs_more_the_more_context_it_attends_to() -> None:
+    costs = ArCosts(prompt_tokens_per_s=1000.0, seconds_per_token=0.005, seconds_per_context_token=4e-6)
+    short, long = estimate_ar(256, 16, costs), estimate_ar(256, 512, costs)
+    assert long.seconds - 0.512 > short.seconds - 0.016, "the same tokens after a longer prompt take longer"
+    # Token i attends to the prompt and the i before it: 256 tokens x (5 ms + 4 us x (16 + 127.5)).
+    assert short.seconds == pytest.approx(0.016 + 256 * (0.005 + 4e-6 * 143.5))
+    assert estimate_ar(1, 0, costs).seconds == pytest.approx(0.005)
+
+
+def test_ar_s_line_runs_through_the_short_and_the_long_context() -> None:
+    per_token, per_context = token_line([(288.0, 0.0065), (48.0, 0.0053)])
+    assert per_context == pytest.approx(0.0012 / 240)
+    assert per_token + per_context * 48 == pytest.approx(0.0053)
+    # Noise that makes the longer context faster: one time for every context, the median.
+    assert token_line([(48.0, 0.006), (288.0, 0.005)]) == pytest.approx((0.0055, 0.0))
+    assert token_line([]) == (ArCosts().seconds_per_token, 0.0)
+
+
+def test_a_block_pass_s_line_is_taken_apart_from_the_context_it_attends_to() -> None:
+    # Passes of 4 to 64 rows after 128 and after 384 cached positions: 8 ms + 1 ms a row with no context,
+    # each position of context adding 10 us to the pass and 1 us to each row.
+    def took(context: int, rows: int) -> float:
+        return 0.008 + 0.001 * rows + context * (10e-6 + 1e-6 * rows)
+
+    points = [(context, rows, took(context, rows)) for context in (128, 384) for rows in (4, 8, 16, 32, 64)]
+    line = context_line(points)
+    assert line.pass_base_s == pytest.approx(0.008) and line.pass_s_per_position == pytest.approx(0.001)
+    assert line.pass_s_per_context == pytest.approx(10e-6) and line.pass_s_per_row_context == pytest.approx(1e-6)
+    assert pass_seconds(16, line, 256) == pytest.approx(took(256, 16))
+    # Noise that made the longer context cheaper: no growth, the shorter context's line as it was measured.
+    flat = context_line([(c, r, took(128, r) * (0.9 if c == 384 else 1.0)) for c, r, _ in points])
+    assert flat.pass_s_per_context == 0.0 and flat.pass_s_per_row_context == 0.0
+    assert pass_seconds(16, flat, 128) == pytest.approx(took(128, 16))
+    # Full passes (the other caches' calibration) have no cached context.
+    full = context_line([(0, p, 0.01 + 0.002 * p) for p in (64, 128, 256)])
+    assert (full.pass_base_s, full.pass_s_per_position) == pytest.approx((0.01, 0.002))
+
+
+def test_a_block_causal_draft_costs_more_a_token_the_longer_it_runs() -> None:
+    costs = DiffusionCosts(
+        pass_base_s=0.008,
+        pass_s_per_position=0.001,
+        cache="block",
+        pass_s_per_context=10e-6,
+        pass_s_per_row_context=1e-6,
+    )
+    flat = replace(costs, pass_s_per_context=0.0, pass_s_per_row_context=0.0)
+
+    def per_token(n: int, profile: DiffusionCosts) -> float:
+        return estimate_diffusion(n, 32, 0, DiffusionPlan(n // 4, 8, None, "blocks"), profile).seconds / n
+
+    assert per_token(400, costs) > per_token(128, costs) * 1.05, "later blocks attend to more settled ones"
+    assert per_token(400, flat) <= per_token(128, flat), "without the context terms a token never costs more"
+
+
+def test_a_profile_from_before_the_context_terms_estimates_drafts_as_it_did(tmp_path: Path) -> None:
+    path = tmp_path / "calibration.toml"
+    path.write_text("version = 1\n[diffusion]\npass_base_s = 0.01\npass_s_per_position = 0.001\ncache = 'block'\n")
+    profile, warning = load_profile(path, "cpu")
+    assert warning is None and profile.diffusion.pass_s_per_context == profile.diffusion.pass_s_per_row_context == 0
+    assert pass_seconds(8, profile.diffusion, 400) == pytest.approx(0.018)
 
 
 def test_no_profile_means_defaults_silently(tmp_path: Path) -> None:

@@ -17,9 +17,19 @@ from router.cost_measurement import QUICK
 from router.kernel_costs import LAYER_DECODE, LAYER_ROW_PER_WIDTH, UNKNOWN, ModelWork, kernel_cost, work_of
 from router.profile import ArCosts, DiffusionCosts, ModelSize, scaled_ar, scaled_diffusion
 
-MEASURED_AR = ArCosts("small", 400.0, 0.010, decode_work=1e8, row_work=1e8, vocab=50_000)
+MEASURED_AR = ArCosts("small", 400.0, 0.010, 2e-6, decode_work=1e8, row_work=1e8, vocab=50_000, context_work=30 * 576)
 MEASURED_DRAFT = DiffusionCosts(
-    "small-draft", 0.008, 0.001, cache="block", sampler_s_per_row=0.0002, decode_work=1e8, row_work=2e8, vocab=50_000
+    "small-draft",
+    0.008,
+    0.001,
+    pass_s_per_context=1e-5,
+    pass_s_per_row_context=1e-6,
+    cache="block",
+    sampler_s_per_row=0.0002,
+    decode_work=1e8,
+    row_work=2e8,
+    vocab=50_000,
+    context_work=30 * 576,
 )
 
 
@@ -53,21 +63,28 @@ def test_work_weighs_each_type_by_its_kernel_cost_and_each_layer_by_its_own() ->
 
 
 def test_ar_costs_follow_one_row_s_work_and_the_prompt_rate_each_further_row_s() -> None:
-    target = ModelSize("big", 0, 0, "none", ModelWork(decode=4e8, row=2e8, vocab=150_000))
+    target = ModelSize("big", 0, 0, "none", ModelWork(decode=4e8, row=2e8, vocab=150_000, context=32 * 4096))
     scaled = scaled_ar(MEASURED_AR, target)
     assert scaled is not None and not scaled.measured and scaled.scaled_from == "small" and scaled.model == "big"
     assert scaled.seconds_per_token == pytest.approx(0.040)
+    # A token's attention to each position of context follows the layers' width.
+    assert scaled.seconds_per_context_token == pytest.approx(2e-6 * 32 * 4096 / (30 * 576))
+    assert scaled.context_work == 32 * 4096
+    old = scaled_ar(replace(MEASURED_AR, seconds_per_context_token=0.0, context_work=0.0), target)
+    assert old is not None and old.seconds_per_context_token == 0.0, "a profile from before the context term"
     assert scaled.prompt_tokens_per_s == pytest.approx(200.0)
     assert scaled_ar(MEASURED_AR, replace(target, work=None)) is None
     assert scaled_ar(replace(MEASURED_AR, decode_work=0.0), target) is None, "measured before work was recorded"
 
 
 def test_diffusion_costs_scale_the_pass_by_work_and_the_sampler_by_the_vocabulary() -> None:
-    target = ModelSize("big-draft", 0, 0, "dual", ModelWork(decode=3e8, row=8e8, vocab=150_000))
+    target = ModelSize("big-draft", 0, 0, "dual", ModelWork(decode=3e8, row=8e8, vocab=150_000, context=60 * 576))
     scaled = scaled_diffusion(MEASURED_DRAFT, target, "cpu")
     assert scaled is not None and not scaled.measured and scaled.cache == "dual"
     assert scaled.pass_base_s == pytest.approx(0.024)
     assert scaled.pass_s_per_position == pytest.approx(0.004)
+    # The cost of the context a pass attends to follows the layers' width (here twice the measured model's).
+    assert scaled.pass_s_per_context == pytest.approx(2e-5) and scaled.pass_s_per_row_context == pytest.approx(2e-6)
     assert scaled.sampler_s_per_row == pytest.approx(0.0006)
     assert scaled.threshold_passes_per_token == 1.0, "a model's parallelism is its own"
 
@@ -80,7 +97,7 @@ def test_a_draft_model_never_measured_is_estimated_from_the_one_that_was(
     service = SharpenService(load_config(paths.config_file), paths)
     measured = service.calibrations.calibrate(QUICK, lambda _fraction, _label: None)
     assert measured.diffusion.decode_work > 0 and measured.diffusion.vocab == 49152
-    assert measured.ar.decode_work > 0 and measured.ar.row_work > 0
+    assert measured.ar.decode_work > 0 and measured.ar.row_work > 0 and measured.ar.context_work > 0
     service.use_model("draft", str(tiny_dream_path), force=True)
     profile, _ = service.routing.cost_profile()
     draft = profile.diffusion
