@@ -24,6 +24,7 @@ from app.service import SharpenService
 from app.storage.config import ChatSection, Config, ModelsSection
 from app.storage.paths import SharpenPaths
 from engines.errors import EngineBusy, EngineError
+from router.cost import estimate_ar
 from router.cost_measurement import QUICK
 
 INSTRUCTION = "Write a short email to Sam declining the Friday meeting politely."
@@ -371,7 +372,7 @@ def test_a_busy_ar_engine_says_when_to_retry_and_a_remote_sharpen_passes_it_on(
         assert _wait_for(lambda: _status(url)["ar"]["running"])
         with pytest.raises(openai.RateLimitError) as refused:
             client(url).completions.create(model="sharpen", prompt="Dear Sam,", max_tokens=1000)
-        estimated = service.routing.cost_profile()[0].ar.seconds_per_token * 1000
+        estimated = estimate_ar(1000, 0, service.routing.cost_profile()[0].ar).seconds
         assert int(refused.value.response.headers["retry-after"]) == max(1, math.ceil(estimated))
         remote_name = f"openai:{url}/v1#smollm2-135m-instruct"
         remote = SharpenService(
