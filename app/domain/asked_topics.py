@@ -34,30 +34,30 @@ gets got getting go goes going went gone make makes made making i'm i'll i've i'
 he's she's it's we're we'll we've we'd they're they'll they've they'd that's there's here's what's who's
 isn't aren't wasn't weren't hasn't haven't hadn't doesn't don't didn't won't wouldn't shan't shouldn't can't
 cannot couldn't mustn't mightn't needn't ok okay yes yeah please thanks thank really quite rather much many
-lot lots bit well back way instead just very own sure
+lot lots bit well back way instead sure
 """
 # Words that tell the draft what to do rather than what to say: asking, telling, the stance asked, and
 # plain verbs of saying.
 _DIRECTION_WORDS = """
 say says said saying tell tells told telling ask asks asked asking mention mentions mentioned mentioning note
 notes noting add adds adding include includes including write writes wrote writing written draft drafts
-reply replies replying respond responds responding answer answers let know knows explain explains explaining
+reply replies replying respond responds responding answer answers know knows explain explains explaining
 remind reminds reminding inform informs informing state states stating suggest suggests suggesting propose
 proposes proposing offer offers offering request requests requesting want wants wanted need needs needed
 wish hope hopes give gives gave giving keep keeps kept put puts send sends sent sending
 apologise apologises apologised apologising apologize apologizes apologized apologizing apology apologies
 sorry decline declines declined declining accept accepts accepted accepting refuse refuses refused
-confirm confirms confirmed confirming agree agrees agreed thank thanks thanking welcome invite invites
+confirm confirms confirmed confirming agree agrees agreed thanking welcome invite invites
 inviting announce announces announcing come comes coming came take takes taking took see sees seeing saw
 seen look looks looking think thinks feel feels try tries trying use uses using seem seems happen happens
-rest end start finish part first last next point bit
+rest end start finish part first last next point
 """
 # How the draft should sound and what form it takes: a draft need not name them.
 _STYLE_WORDS = """
 short shorter long longer brief briefly concise polite politely firm firmly friendly warm warmly kind kindly
 formal informal casual cheerful upbeat positive professional clear clearly simple simply plain gentle
 gently nice nicely happy glad pleased delighted keen fine great good best lovely
-email emails mail letter letters message messages note reply text paragraph paragraphs sentence sentences
+email emails mail letter letters message messages text paragraph paragraphs sentence sentences
 line lines word words post update
 """
 STOP_WORDS = frozenset((_FUNCTION_WORDS + _DIRECTION_WORDS + _STYLE_WORDS).split())

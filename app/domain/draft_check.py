@@ -20,6 +20,11 @@ from app.domain.asked_topics import AskedTopic, asked_topics
 TOPICS_SHARE = 0.75
 
 
+def mentions_enough(missing: int, asked: int) -> bool:
+    """Whether a draft that leaves `missing` of `asked` content words out mentions TOPICS_SHARE of them."""
+    return missing <= asked * (1 - TOPICS_SHARE)
+
+
 @dataclass(frozen=True)
 class Verdict:
     """How one draft fares: the asked facts it leaves out, the asked stances it does not take, whether it
@@ -38,7 +43,7 @@ class Verdict:
 
     @property
     def mentions_enough(self) -> bool:
-        return len(self.topics_missing) <= self.topics_asked * (1 - TOPICS_SHARE)
+        return mentions_enough(len(self.topics_missing), self.topics_asked)
 
     @property
     def passed(self) -> bool:
@@ -135,7 +140,7 @@ class CheckedDraft:
 
     @property
     def mentions_enough(self) -> bool:
-        return len(self.topics_missing) <= len(self.topics) * (1 - TOPICS_SHARE)
+        return mentions_enough(len(self.topics_missing), len(self.topics))
 
     def as_json(self) -> dict[str, Any]:
         return {
