@@ -206,12 +206,11 @@ class ResolvedModel:
     found: FoundFile | None = None
 
 
-def writer_for(complete: str, entries: Mapping[str, CatalogueEntry] | None = None) -> str | None:
-    """The writing adapter the catalogue ships for the complete model `complete`, if any."""
-    for entry in (entries or builtin_catalogue()).values():
-        if entry.role == "write" and entry.writes_for and entry.writes_for == complete.strip():
-            return entry.name
-    return None
+def writer_for(complete: str, entries: Mapping[str, CatalogueEntry]) -> str | None:
+    """The writing adapter the catalogue holds for the complete model `complete`, if any: the user's own
+    ([catalogue.NAME] with writes_for) before the one Sharpen ships."""
+    writers = [e for e in entries.values() if e.role == "write" and e.writes_for and e.writes_for == complete.strip()]
+    return min(writers, key=lambda entry: entry.builtin).name if writers else None
 
 
 def embedded_file(source: str) -> Path:

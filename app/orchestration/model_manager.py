@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from pathlib import Path
 
@@ -54,11 +54,11 @@ ROLES = ("complete", "write", "draft")
 AR_ROLES = ("complete", "write")
 
 
-def writing_model(models: ModelsSection) -> str:
+def writing_model(models: ModelsSection, entries: Mapping[str, CatalogueEntry]) -> str:
     """The model drafts, rewrites and chat replies run on through the AR engine: models.write, or where that
-    is empty the complete model's writing adapter (sharpen-write for the embedded model), else the complete
-    model itself."""
-    return models.write.strip() or writer_for(models.complete) or models.complete
+    is empty the complete model's writing adapter in the catalogue (`entries`: sharpen-write for the embedded
+    model, or one the user's [catalogue.NAME] tables declare with writes_for), else the complete model itself."""
+    return models.write.strip() or writer_for(models.complete, entries) or models.complete
 
 
 class ModelManager:
@@ -123,7 +123,7 @@ class ModelManager:
         model (for writing, the complete model's), with the line that says so. The setting itself is kept."""
         models = self._config().models
         if role == "write" and not models.write.strip():
-            writer = writing_model(models)  # the complete model's writing adapter where one ships
+            writer = writing_model(models, self.catalogue())  # the complete model's writing adapter where one ships
             return self.serving("complete") if writer == models.complete else Serving(writer, writer)
         configured = getattr(models, role)
         why = self.missing(configured)
@@ -164,7 +164,7 @@ class ModelManager:
     def in_use_for(self, name: str) -> tuple[str, ...]:
         """The roles `name` serves (the complete model serves writing too where it is the writing model)."""
         models = self._config().models
-        serving = {"complete": models.complete, "write": writing_model(models), "draft": models.draft}
+        serving = {"complete": models.complete, "write": writing_model(models, self.catalogue()), "draft": models.draft}
         return tuple(role for role in ROLES if serving[role] == name)
 
     def status(self, entry: CatalogueEntry, machine: Machine) -> ModelStatus:

@@ -176,6 +176,22 @@ def test_an_empty_models_write_is_the_complete_models_writing_adapter_where_one_
     assert finding.status == "ok" and f"the complete model ({tiny_llama_path}) answers" in finding.detail
 
 
+def test_a_writing_adapter_the_user_declares_for_the_complete_model_is_the_writer_where_models_write_is_empty(
+    stand_in: Path,
+) -> None:
+    service_with(write="")
+    paths = sharpen_paths()
+    with paths.config_file.open("a", encoding="utf-8") as config:
+        config.write(
+            f'\n[catalogue.my-writer]\nrole = "write"\nengine = "llama-ar"\nsource = "path:{stand_in}"\n'
+            'writes_for = "smollm2-135m-instruct"\n'
+        )
+    service = SharpenService(load_config(paths.config_file), paths)
+    assert service.engines.writing_model == "my-writer"
+    assert service.models.in_use_for("my-writer") == ("write",)
+    assert service.models.in_use_for("sharpen-write") == ()
+
+
 def test_the_diffusion_path_refuses_an_ar_adapter_in_one_line(
     stand_in: Path, embedded_model_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
