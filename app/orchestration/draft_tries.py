@@ -14,7 +14,9 @@ from engines.events import Done, Event
 
 
 @dataclass(frozen=True)
-class _Try:
+class Tried:
+    """A try held back until the tries end: its number (from 1), its events and its verdict."""
+
     number: int
     events: list[Event]
     done: Done
@@ -22,20 +24,20 @@ class _Try:
 
 
 def best_of_tries(
-    draft: Callable[[int, Verdict | None], Iterator[Event]],
+    draft: Callable[[int, Tried | None], Iterator[Event]],
     checks: DraftChecks,
     tries: int,
     record: CheckRecord,
 ) -> Iterator[Event]:
     """The events of the best of up to `tries` drafts (`draft(n, best)` runs try n, from 0, knowing the best
-    verdict so far), stopping at the first that passes the checks; `record` gets what the reply reports. A
+    try so far), stopping at the first that passes the checks; `record` gets what the reply reports. A
     cancelled try ends the draft as it is."""
-    best: _Try | None = None
+    best: Tried | None = None
     spent_s = 0.0
     for number in range(tries):
         held: list[Event] = []
         done: Done | None = None
-        for event in draft(number, best.verdict if best is not None else None):
+        for event in draft(number, best):
             if isinstance(event, Done):
                 done = event
             elif tries == 1:
@@ -51,7 +53,7 @@ def best_of_tries(
             yield _timed(done, spent_s)
             return
         if best is None or verdict.rank > best.verdict.rank:
-            best = _Try(number + 1, held, done, verdict)
+            best = Tried(number + 1, held, done, verdict)
         if verdict.passed:
             break
     assert best is not None, "at least one try"

@@ -18,7 +18,8 @@ from app.domain.context import ContextUse, continued_reply, document_instruction
 from app.domain.draft_check import CheckRecord, DraftChecks, Verdict
 from app.domain.draft_request import DraftRequest
 from app.domain.job import Job, Opened
-from app.orchestration.draft_tries import best_of_tries
+from app.domain.sign_off import split_sign_off
+from app.orchestration.draft_tries import Tried, best_of_tries
 from app.storage.config import Config
 from engines.ar_engine import AREngine, Sampling, TrimPolicy, fim_budgets
 from engines.cancel import CancelToken
@@ -45,6 +46,8 @@ RETRY_SEED_STEP = 1000
 # Sampled drafts (a candidate after the first, a draft tried again) are sampled at this temperature at least:
 # a new seed alone changes nothing in greedy decoding.
 CANDIDATE_TEMPERATURE = 0.8
+# A try that carries a draft on writes at least this many tokens (a clause) before it may end.
+CONTINUED_MIN_TOKENS = 6
 
 Prompt = TypeVar("Prompt")
 
@@ -217,7 +220,8 @@ class ArDrafter:
         chat.fact_tries drafts: the best is kept (app/orchestration/draft_tries.py). The tries after the first
         write at least CHECKED_MIN_SHARE of the length asked, are told what the best so far left out, and, where
         it missed the stance, open with words that take it; the third on are sampled, each with its own seed."""
-        tries = self.config().chat.fact_tries
+        chat = self.config().chat
+        tries = chat.fact_tries
         if tries > 1:
             request = replace(request, stop=(*request.stop, *TURN_STOPS))
         first, record = self._open_draft(request, tokens, sampling, cancel), CheckRecord()
@@ -227,10 +231,21 @@ class ArDrafter:
         # opens with words that take it.
         into_document = bool(request.before or request.after) and opens_sentence(request.before)
         opener = stance_opener(checks.stances) if into_document else ""
+        carried_on: set[str] = set()
 
-        def draft(number: int, best: Verdict | None) -> Iterator[Event]:
+        def draft(number: int, best: Tried | None) -> Iterator[Event]:
             if number == 0:  # as configured, ending where it ends: kept if it passes
                 return first.events
+            verdict = best.verdict if best is not None else None
+            asked = with_reminder(request, verdict) if verdict is not None else request
+            body = continuable(best) if chat.continue_drafts else ""
+            if body and body not in carried_on:  # once per draft: greedy, it would go on the same way again
+                carried_on.add(body)
+                written = sum(isinstance(event, Token) for event in best.events) if best else 0
+                left = max(tokens - written, CONTINUED_MIN_TOKENS * 4)
+                going_on = replace(sampling, min_tokens=CONTINUED_MIN_TOKENS)
+                carried = self._open_draft(asked, left, going_on, cancel, continued=body).events
+                return with_sign_off(carried, body, split_sign_off(best.done.text)[1] if best else "")
             chosen = at_least  # the second: greedy, as the first
             if number > 1:
                 chosen = replace(
@@ -238,17 +253,23 @@ class ArDrafter:
                     temperature=max(sampling.temperature, CANDIDATE_TEMPERATURE),
                     seed=(sampling.seed or 0) + RETRY_SEED_STEP * number,
                 )
-            stance_missed = best is not None and (best.turned_around or bool(best.stances_missing))
-            asked = with_reminder(request, best) if best is not None else request
+            stance_missed = verdict is not None and (verdict.turned_around or bool(verdict.stances_missing))
             return self._open_draft(asked, tokens, chosen, cancel, opener if stance_missed else "").events
 
         events = best_of_tries(draft, checks, tries, record)
         return Opened(events, first.engine, first.context, record)
 
     def _open_draft(
-        self, request: DraftRequest, tokens: int, sampling: Sampling, cancel: CancelToken | None, opener: str = ""
+        self,
+        request: DraftRequest,
+        tokens: int,
+        sampling: Sampling,
+        cancel: CancelToken | None,
+        opener: str = "",
+        continued: str = "",
     ) -> Opened:
-        """A draft; into a document, one that starts with `opener` where that is given (its first token)."""
+        """A draft; into a document, one that starts with `opener` where that is given (its first token); one
+        that carries on from `continued` (a draft's text, as written after the cursor) where that is given."""
         engine = self.engine()
         stop = request.stop
         if not request.asked:  # what belongs at the cursor: a continuation (FIM where the model has it)
@@ -274,10 +295,11 @@ class ArDrafter:
             )
         else:
             prompt, context = ArPrompt(request.conversation()), None
-        written_opener = ""
-        if opener and prompt.reply_start:
-            written_opener = opener if prompt.held_back else " " + opener
-            prompt = ArPrompt(prompt.conversation, prompt.reply_start + prompt.held_back + written_opener)
+        lead = continued
+        if opener and prompt.reply_start and not continued:
+            lead = opener if prompt.held_back else " " + opener
+        if lead:  # the held-back white space is written before it: the reply goes on from the lead
+            prompt = ArPrompt(prompt.conversation, prompt.reply_start + prompt.held_back + lead)
         events = engine.chat(
             prompt.conversation,
             max_tokens=tokens,
@@ -286,9 +308,34 @@ class ArDrafter:
             cancel=cancel,
             reply_start=prompt.reply_start,
         )
-        if prompt.held_back:
+        if prompt.held_back and not lead:
             events = _after_held_back(events, prompt.held_back)
-        return Opened(_led_by(events, written_opener) if written_opener else events, engine, context)
+        return Opened(_led_by(events, lead) if lead else events, engine, context)
+
+
+def continuable(best: Tried | None) -> str:
+    """The best draft so far without its sign-off, where a try may carry it on (told what it left out) rather
+    than start again: a draft of its own that takes the stances asked and leaves facts or content words out.
+    "" where it may not."""
+    if best is None or best.verdict.passed or best.verdict.rank[:3] != (1, 1, 0):
+        return ""
+    if not best.verdict.missing and best.verdict.mentions_enough:
+        return ""
+    return split_sign_off(best.done.text)[0]
+
+
+def with_sign_off(events: Iterator[Event], body: str, sign_off: str) -> Iterator[Event]:
+    """A draft carried on from `body`, with the sign-off the draft had after it where what was written on
+    has none of its own (streamed as a last token: the model was not given it)."""
+    index = 0
+    for event in events:
+        if isinstance(event, Token):
+            index = event.index + 1
+        elif isinstance(event, Done) and sign_off and not split_sign_off(event.text[len(body) :])[1]:
+            tail = sign_off.lstrip() if event.text[-1:].isspace() else sign_off
+            yield Token(tail, -1, index)
+            event = replace(event, text=event.text + tail)
+        yield event
 
 
 def with_reminder(request: DraftRequest, best: Verdict) -> DraftRequest:

@@ -97,6 +97,12 @@ class ChatSection:
         between(1, 16),
         metavar="N",
     )
+    continue_drafts: bool = option(
+        True,
+        "of those tries, one after a draft that takes the stance asked but leaves something out carries that "
+        "draft on from before its sign-off (kept after what it adds), told what it left out, rather than starting "
+        "again; each draft is carried on once",
+    )
 
 
 @dataclass(frozen=True)

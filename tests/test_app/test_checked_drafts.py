@@ -13,12 +13,13 @@ from app.cli import main
 from app.domain.asked_stance import takes
 from app.domain.draft_check import DraftChecks
 from app.domain.draft_request import DraftRequest
-from app.orchestration.drafters import with_reminder
+from app.orchestration.draft_tries import Tried
+from app.orchestration.drafters import continuable, with_reminder, with_sign_off
 from app.service import SharpenService
 from app.storage.config import load_config
 from app.storage.paths import sharpen_paths
 from engines.ar_engine import Sampling
-from engines.events import Done, Token
+from engines.events import Done, GenerationStats, Token
 
 # Facts a 135M model leaves out more often than not: the tries run out, so every path is taken.
 ASKED = "Tell Wilhelmina the parcel ZX-40913 comes on Wednesday at 4:15pm, and the fee is €37.20."
@@ -127,3 +128,59 @@ def test_a_try_after_one_that_left_things_out_is_asked_for_them_by_name() -> Non
     # Content words count only where too few are mentioned; a draft that says everything changes nothing.
     enough = checks.verdict("Sam, dogs are not allowed under the lease.")
     assert enough.mentions_enough and with_reminder(request, enough).instruction == asked
+
+
+def test_a_try_after_a_draft_that_left_facts_out_carries_it_on_from_before_its_sign_off() -> None:
+    checks = DraftChecks.of(ASKED, LETTER)
+    text = "Your parcel ZX-40913 comes on Wednesday.\n\nBest regards,\nSam"
+    best = Tried(1, [], Done(text, _stats()), checks.verdict(text))
+    assert continuable(best) == "Your parcel ZX-40913 comes on Wednesday."
+    # Not a draft that turned the stance around, copied the prompt back or passed: those start again.
+    declined = DraftChecks.of("say no", INVITATION)
+    accepted = "Yes, I would love to come."
+    assert continuable(Tried(1, [], Done(accepted, _stats()), declined.verdict(accepted))) == ""
+    whole = "Wilhelmina, parcel ZX-40913 comes on Wednesday at 4:15pm; the fee is €37.20."
+    assert continuable(Tried(1, [], Done(whole, _stats()), checks.verdict(whole))) == ""
+
+    service = service_with(1)
+    request = DraftRequest("draft", ASKED, before=LETTER, tokens=24, engine="ar")
+    body = "Your parcel ZX-40913 comes on Wednesday."
+    events = list(service.ar._open_draft(request, 24, Sampling(min_tokens=6), None, continued=body).events)
+    done = events[-1]
+    tokens = [event for event in events if isinstance(event, Token)]
+    assert isinstance(done, Done) and done.text.startswith(body) and len(done.text) > len(body)
+    assert "".join(token.text for token in tokens) == done.text and tokens[0].token_id == -1
+    assert [token.index for token in tokens] == list(range(len(tokens)))
+
+    # Checked, a draft that leaves facts out is carried on: the kept draft leaves out no more than the first.
+    first = checks.verdict(service_with(1).draft(request).text())
+    reply = service_with(3).draft(request)
+    reply.text()  # the tries run as the reply is read
+    carried = reply.checked
+    assert carried is not None
+    assert len(carried.missing) + len(carried.topics_missing) <= len(first.missing) + len(first.topics_missing)
+
+
+def test_a_draft_carried_on_keeps_its_sign_off_after_what_was_added() -> None:
+    body, sign_off = "Your parcel ZX-40913 comes on Wednesday.", "\n\nBest regards,\nSam"
+    added = [Token(body, -1, 0), Token(" The fee is", 5, 1), Token(" €37.20.", 6, 2)]
+    events = list(with_sign_off(iter([*added, Done(body + " The fee is €37.20.", _stats())]), body, sign_off))
+    done = events[-1]
+    assert isinstance(done, Done) and done.text == body + " The fee is €37.20." + sign_off
+    assert "".join(e.text for e in events if isinstance(e, Token)) == done.text
+    assert [e.index for e in events if isinstance(e, Token)] == [0, 1, 2, 3]
+    # Where what was written on signs off itself, the old sign-off is not added again.
+    signed = body + " The fee is €37.20.\n\nKind regards,\nSam"
+    assert list(with_sign_off(iter([Done(signed, _stats())]), body, sign_off))[-1] == Done(signed, _stats())
+
+
+def test_an_opener_after_held_back_white_space_is_followed_by_the_model_s_own_space() -> None:
+    service = service_with(1)
+    before = "Dear Ms Park,\n\nThank you for the invitation to the gala dinner on the 14th. "
+    request = DraftRequest("draft", "say no", before=before, tokens=8, engine="ar")
+    text = list(service.ar._open_draft(request, 8, Sampling(), None, "Unfortunately,").events)[-1].text
+    assert text.startswith("Unfortunately, ") and not text.startswith("Unfortunately,  ")
+
+
+def _stats() -> GenerationStats:
+    return GenerationStats(10, 0, 0, 10, 0.1, 0.2, "eos")
