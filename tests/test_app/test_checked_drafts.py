@@ -178,8 +178,9 @@ def test_an_opener_after_held_back_white_space_is_followed_by_the_model_s_own_sp
     service = service_with(1)
     before = "Dear Ms Park,\n\nThank you for the invitation to the gala dinner on the 14th. "
     request = DraftRequest("draft", "say no", before=before, tokens=8, engine="ar")
-    text = list(service.ar._open_draft(request, 8, Sampling(), None, "Unfortunately,").events)[-1].text
-    assert text.startswith("Unfortunately, ") and not text.startswith("Unfortunately,  ")
+    done = list(service.ar._open_draft(request, 8, Sampling(), None, "Unfortunately,").events)[-1]
+    assert isinstance(done, Done)
+    assert done.text.startswith("Unfortunately, ") and not done.text.startswith("Unfortunately,  ")
 
 
 def _stats() -> GenerationStats:
