@@ -288,7 +288,7 @@ class RouteInputs:
 
     def quality_gap(self, present: Mapping[EngineName, str]) -> QualityGap | None:
         """How the draft model's measured drafts compare with the AR model's, where the catalogue measured the
-        draft model (the AR model's position counts as its own drafts, 0, unless it was measured too)."""
+        draft model (an AR model not measured counts as its own drafts: position 0, no repeats)."""
         if "ar" not in present or "diffusion" not in present:
             return None
         ar, draft = (self._entry(present[engine]) for engine in ("ar", "diffusion"))
@@ -317,7 +317,9 @@ class RouteInputs:
             ar_on_topic=_measured(ar, "drafts_on_topic"),
             on_topic_margin=setup.on_topic_margin,
             repeats=_measured(draft, "drafts_repeats"),
-            ar_repeats=_measured(ar, "drafts_repeats"),
+            # An AR model the catalogue did not measure counts as its own drafts here too: under its loop
+            # control (chat.no_repeat_ngram) none of its word 3-grams repeat (the embedded one's: 1%).
+            ar_repeats=_measured(ar, "drafts_repeats") or 0.0,
             repeats_margin=setup.repeats_margin,
             rewrites_kept=_measured(draft, "rewrites_kept"),
             ar_rewrites_kept=_measured(ar, "rewrites_kept"),

@@ -414,3 +414,13 @@ def test_the_embedded_gap_is_what_the_catalogue_measured(tmp_path: Path) -> None
     gap = service.routing.quality_gap({"ar": "smollm2-135m-instruct", "diffusion": "sharpen-draft"})
     assert gap is not None
     assert astuple(gap) == pytest.approx(astuple(EMBEDDED))
+
+
+def test_an_ar_model_named_by_its_path_counts_as_its_own_drafts_at_the_gate(tmp_path: Path) -> None:
+    """A writing model given by path has no catalogue figures: the measured drafter is held against AR's own
+    drafts (position 0, no repeats), not waved through."""
+    service = SharpenService(Config(), SharpenPaths.under(tmp_path))
+    gap = service.routing.quality_gap({"ar": str(tmp_path / "my-writer.gguf"), "diffusion": "sharpen-draft"})
+    assert gap is not None and gap.ar_repeats == 0.0 and gap.ar_on_topic is None
+    route = decide(Request("draft", 256), FAST_DIFFUSION, BOTH, BASE, "measured", gap)
+    assert route.engine == "ar" and "word 3-grams repeat against AR's 0%" in route.reason, route.reason
