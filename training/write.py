@@ -3,10 +3,11 @@ to write what a draft into a document asks (facts kept once, stances kept, names
 the prompt echoed), laid out exactly as the AR drafter lays such drafts out (app/domain/context.py's
 continued_reply: the request in the user's turn, the document up to the cursor as the start of the reply).
 
-It learns from two sources, mixed: the writing cases (training/writing_cases.py's kinds and
+It learns from three sources, mixed: the writing cases (training/writing_cases.py's kinds and
 training/writing_clauses.py's lists of things to say, composed by the project's own code from pools) and
 the open instruction -> draft pairs the shipped drafter learned from (SmolLM2's own cleaned drafts), so
-that replies to open prompts stay as they were. Next-token loss on what the model is to
+that replies to open prompts stay as they were; and short conversations that recall what the user said
+(training/chat_turns.py), so that chat replies keep what was said earlier. Next-token loss on what the model is to
 write (the held-back white space, the text, end-of-turn), causal attention, bf16 autocast where the CPU has
 AMX. It checkpoints as it goes and resumes (--resume); the adapter is a llama.cpp LoRA GGUF of the base.
 
@@ -26,10 +27,13 @@ import torch
 from torch.nn import functional as F
 
 from app.domain.context import continued_reply
+from engines.messages import Instruction
 from models.adapted import write_adapter
 from models.transformer import DiffusionTransformer
 from training.adapt.checkpoint import Progress, read_checkpoint, write_checkpoint
 from training.adapt.lora import LoRALinear, add_lora, base_model
+from training.chat_probes import mentions_probe
+from training.chat_turns import ChatTurns, chat_turns
 from training.data import Pair, distinct_instructions, load_pairs
 from training.loop import cosine_rate, count_to_str, descend, spent
 from training.writing_cases import WritingCase, writing_cases
@@ -48,6 +52,8 @@ class WritePlan:
     clauses: int = 6000  # and of training/writing_clauses.py's lists of things to say
     open_share: float = 0.3  # of the rows trained on, this share are open pairs
     open_data: tuple[Path, ...] = OPEN_DATA
+    chats: int = 4000  # conversations of training/chat_turns.py
+    chat_share: float = 0.1  # of the rows trained on, this share are conversations (taken from the cases' share)
     minutes: float = 20.0
     max_steps: int | None = None
     rank: int = 16
@@ -87,7 +93,7 @@ class Encoder:
         )
         self.max_answer = max_answer
 
-    def row(self, request: str, reply_start: str, answer: str) -> Row:
+    def row(self, request: Instruction, reply_start: str, answer: str) -> Row:
         rendered = self._render(request)
         prompt = self._vocab.tokenize(rendered.text.encode(), add_bos=not rendered.has_bos, special=True)
         if reply_start:
@@ -101,6 +107,10 @@ class Encoder:
 
     def pair(self, pair: Pair) -> Row:
         return self.row(pair.instruction, "", pair.draft)
+
+    def chat(self, turns: ChatTurns) -> Row:
+        """The conversation before the last reply, as the engine renders a chat call; the reply is learned."""
+        return self.row(turns.prompt, "", turns.reply)
 
 
 def collate(rows: list[Row], eos: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -150,6 +160,7 @@ def run(plan: WritePlan, log: Callable[[str], object] = print) -> Path:
     held = [encoder.case(case) for case in held_made]
     pairs = distinct_instructions([pair for path in plan.open_data for pair in load_pairs(path)])
     open_rows = [encoder.pair(pair) for pair in pairs]
+    chat_rows = [encoder.chat(turns) for turns in chat_turns(plan.chats, plan.seed, pairs, held_out=mentions_probe)]
     model = base_model(plan.base)
     wrapped = add_lora(model, plan.rank, plan.alpha)
     trainable = [p for p in model.parameters() if p.requires_grad]
@@ -158,6 +169,7 @@ def run(plan: WritePlan, log: Callable[[str], object] = print) -> Path:
     plan.out.mkdir(parents=True, exist_ok=True)
     log(
         f"{len(cases)} writing cases, {len(open_rows)} open pairs ({plan.open_share:.0%} of each batch), "
+        f"{len(chat_rows)} conversations ({plan.chat_share:.0%}), "
         f"{len(held)} held-out cases; LoRA rank {plan.rank}: {count_to_str(sum(p.numel() for p in trainable))} "
         "trainable parameters"
     )
@@ -176,11 +188,17 @@ def run(plan: WritePlan, log: Callable[[str], object] = print) -> Path:
         )
     started = time.perf_counter() - progress.minutes * 60
     open_per_batch = round(plan.batch * plan.open_share)
+    chats_per_batch = round(plan.batch * plan.chat_share) if chat_rows else 0
+    cases_per_batch = plan.batch - open_per_batch - chats_per_batch
     while not spent(plan, progress.step, time.perf_counter() - started):
         if progress.step == 10 and not progress.planned:
             per_step = (time.perf_counter() - started) / 10
             progress.planned = max(20, int(plan.minutes * 60 / per_step))
-        batch = rng.sample(cases, plan.batch - open_per_batch) + rng.sample(open_rows, open_per_batch)
+        batch = (
+            rng.sample(cases, cases_per_batch)
+            + rng.sample(open_rows, open_per_batch)
+            + rng.sample(chat_rows, chats_per_batch)
+        )
         tokens, learned = collate(batch, encoder.eos)
         with autocast:
             loss = next_token_loss(model, tokens, learned)
@@ -239,6 +257,8 @@ def main() -> None:
     parser.add_argument("--cases", type=int, default=WritePlan.cases)
     parser.add_argument("--clauses", type=int, default=WritePlan.clauses)
     parser.add_argument("--open-share", type=float, default=WritePlan.open_share)
+    parser.add_argument("--chats", type=int, default=WritePlan.chats)
+    parser.add_argument("--chat-share", type=float, default=WritePlan.chat_share)
     parser.add_argument("--minutes", type=float, default=WritePlan.minutes)
     parser.add_argument("--steps", type=int, default=None, help="stop after this many steps (tests)")
     parser.add_argument("--rank", type=int, default=WritePlan.rank)
@@ -256,6 +276,8 @@ def main() -> None:
         cases=args.cases,
         clauses=args.clauses,
         open_share=args.open_share,
+        chats=args.chats,
+        chat_share=args.chat_share,
         minutes=args.minutes,
         max_steps=args.steps,
         rank=args.rank,
