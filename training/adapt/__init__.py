@@ -12,6 +12,7 @@ the same masked-diffusion bound as train.py's (block rows included), on the answ
 prompts rendered through the base's own chat template, as the teacher saw them. Needs the `torch` extra.
 
 The parts: plan.py (what a run is told), lora.py (the base and its LoRA), examples.py (the pairs encoded),
-loss.py (the bidirectional objective; ../block_loss.py has the block-causal one), evaluation.py,
+loss.py (the bidirectional objective; ../block_loss.py has the block-causal one), writing.py (the writing cases
+as pairs in the drafter's layout), evaluation.py,
 checkpoint.py (what a run writes and resumes from), run.py (the loop) and __main__.py (the command line).
 """

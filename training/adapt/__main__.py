@@ -45,6 +45,12 @@ def main() -> None:
         default=AdaptPlan.whole_block_share,
         help="this share of rows learned with every answer block fully masked (what one pass a block decodes)",
     )
+    parser.add_argument(
+        "--writing-share",
+        type=float,
+        default=AdaptPlan.writing_share,
+        help="this share of the training pairs are writing cases (facts and stances asked, into a document)",
+    )
     parser.add_argument("--bf16", action="store_true", help="bfloat16 autocast (faster with AMX or AVX512_BF16)")
     parser.add_argument("--device", default=AdaptPlan.device, help="where to train: cpu (default) or cuda")
     parser.add_argument(
@@ -68,7 +74,7 @@ def main() -> None:
     args = parser.parse_args()
     base = args.base or embedded_file(builtin_catalogue()["smollm2-135m-instruct"].source)
     if args.write_examples is not None:
-        encoded = encode_data(tuple(args.data), base, AdaptPlan.max_answer, args.unseen)
+        encoded = encode_data(tuple(args.data), base, AdaptPlan.max_answer, args.unseen, args.writing_share)
         print(
             f"{len(encoded.train)} training, {len(encoded.held)} held-out and {len(encoded.unseen)} unseen pairs: ",
             end="",
@@ -87,6 +93,7 @@ def main() -> None:
         block_lengths=args.block_lengths,
         entropy_weight=args.entropy_weight,
         whole_block_share=args.whole_block_share,
+        writing_share=args.writing_share,
         bf16=args.bf16,
         device=args.device,
         examples=args.examples,

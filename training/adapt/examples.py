@@ -72,10 +72,22 @@ class EncodedPairs:
     unseen: list[Example] = field(default_factory=list)  # AdaptPlan.unseen's pairs
 
 
-def encode_data(data: tuple[Path, ...], base: Path, max_answer: int, unseen: Path | None = None) -> EncodedPairs:
+def encode_data(
+    data: tuple[Path, ...],
+    base: Path,
+    max_answer: int,
+    unseen: Path | None = None,
+    writing_share: float = 0.0,
+    seed: int = 0,
+) -> EncodedPairs:
+    """The files' pairs, and writing cases added to make `writing_share` of the training pairs (after the
+    files' pairs, so that the held-out pairs evaluated stay the files' own)."""
     from models.hub import sha256_of
+    from training.adapt.writing import writing_count, writing_pairs
 
     pairs = distinct_instructions([p for path in data for p in load_pairs(path)])
+    made = writing_count(writing_share, sum(not is_held_out(p) for p in pairs))
+    pairs += writing_pairs(made, seed) if made else []
     train, eos = encode_pairs(base, [p for p in pairs if not is_held_out(p)], max_answer)
     held, _ = encode_pairs(base, held_out_pairs(pairs), max_answer)
     unseen_examples = encode_pairs(base, read_pairs(unseen), max_answer)[0] if unseen else []

@@ -38,5 +38,8 @@ class AdaptPlan:
     # accuracy is logged at each evaluation and chooses the best adapter (block-causal runs).
     unseen: Path | None = None
     resume: bool = False  # go on from the checkpoint in `out` (its LoRA, optimizer, schedule and log)
+    # This share of the training pairs are writing cases (training/adapt/writing.py: facts and stances asked,
+    # laid out as the drafter serves drafts into a document); the rest the files' pairs.
+    writing_share: float = 0.0
     init_from: Path | None = None  # start from this adapter's LoRA (same base, rank at most this), not from zero
     seed: int = 0

@@ -27,7 +27,7 @@ def run(plan: AdaptPlan, log: Callable[[str], object] = print) -> Path:
     if plan.examples is not None:
         encoded = read_examples(plan.examples, plan.base)
     else:
-        encoded = encode_data(plan.data, plan.base, plan.max_answer, plan.unseen)
+        encoded = encode_data(plan.data, plan.base, plan.max_answer, plan.unseen, plan.writing_share, plan.seed)
     train, eos = encoded.train, encoded.eos
     held = held_batches(encoded.held, EVAL_BATCH, eos)
     unseen = held_batches(encoded.unseen, EVAL_BATCH, eos)
