@@ -148,7 +148,9 @@ def drafted(service: SharpenService, case: Case, label: str) -> Scored:
     assert reply.done is not None
     stats = reply.done.stats
     tries = reply.checked.tries if reply.checked is not None else 1
-    return scored(case, label, reply.engine, text, stats.generated_tokens, stats.total_s, reply.route.reason, tries)
+    # An AR draft's text counted whole: a draft carried on, or led by an opener, generated only part of it.
+    written = service.engines.writer().count_tokens(text) if reply.engine == "ar" and text else stats.generated_tokens
+    return scored(case, label, reply.engine, text, written, stats.total_s, reply.route.reason, tries)
 
 
 def summary_row(drafts: Sequence[Scored]) -> dict[str, Any]:

@@ -208,10 +208,10 @@ def test_a_conversation_with_earlier_replies_is_answered_by_ar(base_url: str, se
     ]
     # Each from a cold cache: a prompt decoded in one batch and one decoded a token at a time after a cached
     # prefix differ in their last bits (ggml's AMX kernels take batches), and greedy text can follow them.
-    service.engines.ar().forget_cache()
+    service.engines.writer().forget_cache()  # chat replies run on the writing model
     reply = client(base_url).chat.completions.create(model="sharpen", messages=turns, max_tokens=48)
     assert sharpen_of(reply)["engine"] == "ar"
-    service.engines.ar().forget_cache()
+    service.engines.writer().forget_cache()
     assert reply.choices[0].message.content == service.chat(turns, max_tokens=48).text()
     assert "Ana" in (reply.choices[0].message.content or "")
 
