@@ -286,9 +286,11 @@ class ArDrafter:
             return Opened(events, engine, context)
         prompt: ArPrompt
         if request.kind == "draft" and (request.before or request.after):
+            # What is written after the document (a draft carried on, an opener) takes room from it too.
+            lead_room = engine.count_tokens(continued or opener) + 1 if continued or opener else 0
             prompt, context = _document_in_request(
                 request,
-                engine.context_length - tokens,
+                engine.context_length - tokens - lead_room,
                 self.document_prompt if engine.continues_replies else self.headed_prompt,
                 lambda laid_out: engine.chat_prompt_length(laid_out.conversation, laid_out.reply_start),
                 engine.count_tokens,

@@ -39,7 +39,9 @@ def ar_trace_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
 def test_an_ar_draft_keeps_each_token_as_it_arrived(ar_trace_path: Path) -> None:
     trace = load_trace(ar_trace_path)
     assert trace.engine == "ar" and trace.passes == [] and trace.header.canvas_length == 24
-    assert trace.stats is not None and trace.stats.generated_tokens == 24
+    # A checked draft's kept try may carry an earlier draft on: the text it was given arrives as a token of its
+    # own, and the stats count what the model generated in that try.
+    assert trace.stats is not None and 0 < trace.stats.generated_tokens <= 24 and trace.tokens
     assert "".join(token.text for token in trace.tokens) == trace.text
     times = [token.elapsed_s for token in trace.tokens]
     # Timed from the call, as the engine times its stats (which starts its clock a moment later, inside the call).
@@ -91,7 +93,7 @@ def test_the_svg_has_a_frame_a_token_with_the_newest_marked(
     assert f"animation:k1 {svg._number(length)}s" in css
     for group, token in zip(groups, trace.tokens, strict=True):
         newest = [t.text or "" for t in group.iter(f"{SVG}text") if t.get("class") == svg.SVG_CLASSES[Mark.WRITTEN]]
-        assert "".join(newest).strip() == token.text.strip()
+        assert "".join(newest).strip() == token.text.replace("\n", "").strip()  # a token may span lines
     last = "".join(t.text or "" for t in groups[-1].iter(f"{SVG}text") if t.get("class") != svg.STATUS_CLASS)
     assert last.replace(" ", "") == (trace.text or "").replace("\n", "").replace(" ", "")
 
