@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from app.storage.paths import sharpen_paths
 from app.storage.traces import save_trace
 from engines.diffusion.sampler import DiffusionSampler
 from engines.diffusion.settings import DiffusionSettings
+from engines.events import Pass
 from engines.trace import Trace, TraceHeader
 from ui.app import SharpenApp
 
@@ -31,7 +33,8 @@ def make_app(sharpen_home: Path) -> AppFactory:
 
 @pytest.fixture
 def fixed_trace(tmp_path: Path) -> Path:
-    """A trace from a scripted backend: the same passes on every machine."""
+    """A trace from a scripted backend: the same passes on every machine, each at 0.00 s (the clock it ran on
+    would show in the playback screen, and a busy machine's is slower)."""
     targets = [t % 10 for t in range(16)]
     confidences = [0.2 + 0.05 * i for i in range(16)]
     backend = ScriptedBackend(fixed_script(targets, confidences, 2))
@@ -49,7 +52,7 @@ def fixed_trace(tmp_path: Path) -> Path:
         )
     )
     for event in DiffusionSampler(backend).generate([0, 1], 16, settings):
-        trace.record(event)
+        trace.record(replace(event, elapsed_s=0.0) if isinstance(event, Pass) else event)
     path = tmp_path / "fixed.trace.jsonl"
     save_trace(trace, path)
     return path

@@ -9,6 +9,7 @@ from typing import Protocol
 
 import pytest
 from textual.pilot import Pilot
+from textual.widgets import Input
 from ui_support import AppFactory, make_config
 
 from app.orchestration import model_manager
@@ -34,6 +35,13 @@ class SnapCompare(Protocol):
         press: Iterable[str] = (),
         run_before: Callable[[Pilot], Awaitable[None]] | None = None,
     ) -> bool: ...
+
+
+async def hold_input_cursors(app: SharpenApp, pilot: Pilot) -> None:
+    """The screen's text fields keep their cursors drawn: a blink at 0.5 s hides them on a busy machine."""
+    for field in app.screen.query(Input):
+        field.cursor_blink = False
+    await pilot.pause()
 
 
 def editor_app(make_app: AppFactory) -> tuple[SharpenApp, Callable[[Pilot], Awaitable[None]]]:
@@ -93,7 +101,7 @@ def test_rewrite_dialog(snap_compare: SnapCompare, make_app: AppFactory) -> None
         app.editor.move_cursor((2, 30), select=True)
         await pilot.press("ctrl+r")
         await pilot.press(*"shorter")
-        await pilot.pause()
+        await hold_input_cursors(app, pilot)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=select_and_ask)
 
@@ -127,7 +135,7 @@ def test_find_bar(snap_compare: SnapCompare, make_app: AppFactory) -> None:
     async def find(pilot: Pilot) -> None:
         await prepare(pilot)
         await pilot.press("ctrl+h", *"the", "enter")
-        await pilot.pause()
+        await hold_input_cursors(app, pilot)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=find)
 
@@ -171,5 +179,6 @@ def test_open_file_dialog(snap_compare: SnapCompare, make_app: AppFactory) -> No
         await prepare(pilot)
         app.push_screen(OpenFileScreen(recent))
         await pilot.pause()
+        await hold_input_cursors(app, pilot)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=open_dialog)
