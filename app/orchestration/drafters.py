@@ -238,14 +238,15 @@ class ArDrafter:
                 return first.events
             verdict = best.verdict if best is not None else None
             asked = with_reminder(request, verdict) if verdict is not None else request
-            body = continuable(best) if chat.continue_drafts else ""
-            if body and body not in carried_on:  # once per draft: greedy, it would go on the same way again
+            body, sign_off = continuable(best) if chat.continue_drafts else ("", "")
+            # Once per draft: greedy, it would go on the same way again.
+            if best is not None and body and body not in carried_on:
                 carried_on.add(body)
-                written = sum(isinstance(event, Token) for event in best.events) if best else 0
+                written = sum(isinstance(event, Token) for event in best.events)
                 left = max(tokens - written, CONTINUED_MIN_TOKENS * 4)
                 going_on = replace(sampling, min_tokens=CONTINUED_MIN_TOKENS)
                 carried = self._open_draft(asked, left, going_on, cancel, continued=body).events
-                return with_sign_off(carried, body, split_sign_off(best.done.text)[1] if best else "")
+                return with_sign_off(carried, body, sign_off)
             chosen = at_least  # the second: greedy, as the first
             if number > 1:
                 chosen = replace(
@@ -315,15 +316,15 @@ class ArDrafter:
         return Opened(_led_by(events, lead) if lead else events, engine, context)
 
 
-def continuable(best: Tried | None) -> str:
-    """The best draft so far without its sign-off, where a try may carry it on (told what it left out) rather
-    than start again: a draft of its own that takes the stances asked and leaves facts or content words out.
-    "" where it may not."""
+def continuable(best: Tried | None) -> tuple[str, str]:
+    """(body, sign-off) of the best draft so far, where a try may carry its body on (told what it left out)
+    rather than start again: a draft of its own that takes the stances asked and leaves facts or content words
+    out. ("", "") where it may not."""
     if best is None or best.verdict.passed or best.verdict.rank[:3] != (1, 1, 0):
-        return ""
+        return "", ""
     if not best.verdict.missing and best.verdict.mentions_enough:
-        return ""
-    return split_sign_off(best.done.text)[0]
+        return "", ""
+    return split_sign_off(best.done.text)
 
 
 def with_sign_off(events: Iterator[Event], body: str, sign_off: str) -> Iterator[Event]:

@@ -134,13 +134,13 @@ def test_a_try_after_a_draft_that_left_facts_out_carries_it_on_from_before_its_s
     checks = DraftChecks.of(ASKED, LETTER)
     text = "Your parcel ZX-40913 comes on Wednesday.\n\nBest regards,\nSam"
     best = Tried(1, [], Done(text, _stats()), checks.verdict(text))
-    assert continuable(best) == "Your parcel ZX-40913 comes on Wednesday."
+    assert continuable(best) == ("Your parcel ZX-40913 comes on Wednesday.", "\n\nBest regards,\nSam")
     # Not a draft that turned the stance around, copied the prompt back or passed: those start again.
     declined = DraftChecks.of("say no", INVITATION)
     accepted = "Yes, I would love to come."
-    assert continuable(Tried(1, [], Done(accepted, _stats()), declined.verdict(accepted))) == ""
+    assert continuable(Tried(1, [], Done(accepted, _stats()), declined.verdict(accepted))) == ("", "")
     whole = "Wilhelmina, parcel ZX-40913 comes on Wednesday at 4:15pm; the fee is €37.20."
-    assert continuable(Tried(1, [], Done(whole, _stats()), checks.verdict(whole))) == ""
+    assert continuable(Tried(1, [], Done(whole, _stats()), checks.verdict(whole))) == ("", "")
 
     service = service_with(1)
     request = DraftRequest("draft", ASKED, before=LETTER, tokens=24, engine="ar")
