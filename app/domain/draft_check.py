@@ -1,6 +1,7 @@
 """What a draft is checked against before it is shown: the facts its instruction asks for, most of the things
 it is about (its content words), that it does not copy the instruction or the document back (a draft that
-echoes the instruction carries every fact asked), that it leaves no placeholder to fill in ("[Your Name]"),
+echoes the instruction carries every fact asked; one that recites the words asked for as a bare list says
+none of them), that it leaves no placeholder to fill in ("[Your Name]"),
 and that it takes the stance asked (declines, accepts, apologises; a decline not turned into an
 acceptance). The AR drafter drafts again while a draft fails and keeps the best
 (app/orchestration/drafters.py); the reply says how many tries it took and what is still missing."""
@@ -13,7 +14,7 @@ from typing import Any
 
 from app.domain.asked_facts import AskedFact, asked_facts, missing_facts
 from app.domain.asked_stance import Stance, asked_stances, takes, turns_decline_around
-from app.domain.asked_topics import AskedTopic, asked_topics
+from app.domain.asked_topics import AskedTopic, asked_topics, stem
 
 # The share of the instruction's content words a draft must mention to pass: a word can be said another way
 # ("the lease" as "the tenancy"), so not all of them.
@@ -89,7 +90,7 @@ class DraftChecks:
         return bool(self.facts) or bool(self.stances) or bool(self.topics)
 
     def verdict(self, text: str) -> Verdict:
-        echoes = any(run in self.echoed for run in word_runs(text))
+        echoes = any(run in self.echoed for run in word_runs(text)) or self.recites(text)
         not_taken = tuple(stance for stance in sorted(self.stances) if not takes(stance, text))
         turned = turns_decline_around(self.instruction, text)
         unmentioned = tuple(topic for topic in self.topics if not topic.carried_by(text))
@@ -103,6 +104,31 @@ class DraftChecks:
             len(self.topics),
             tuple(found for found in PLACEHOLDER.findall(text) if found not in self.given_placeholders),
         )
+
+    def recites(self, text: str) -> bool:
+        """Whether `text` says RECITED_RUN or more of the words asked for as a bare list ("Please quote: left,
+        side, gate, open, fit, free"): a reminder of what a draft left out, copied back rather than said. A
+        list the instruction has itself ("towels, goggles, caps, locks") may be said as a list."""
+        asked = {stem(topic.said) for topic in self.topics} | {_item(fact.said) for fact in self.facts}
+        own_lists = [set(_listed(match)) for match in _LIST.findall(self.instruction)]
+        for match in _LIST.findall(text):
+            recited = {item for item in _listed(match) if item in asked}
+            if len(recited) >= RECITED_RUN and not any(len(recited & own) >= RECITED_RUN for own in own_lists):
+                return True
+        return False
+
+
+# A run of this many of the words asked for, one after another between commas, is recited, not written.
+RECITED_RUN = 4
+_LIST = re.compile(rf"[^\s,]+(?:,[ \t]*[^\s,]+){{{RECITED_RUN - 1},}}")
+
+
+def _item(word: str) -> str:
+    return stem(word.strip(" .;:!?\"'()\u201c\u201d"))
+
+
+def _listed(run: str) -> list[str]:
+    return [_item(word) for word in run.split(",")]
 
 
 # A chat role's name where a sentence or a line ends, alone on its line or at the end: the next turn.

@@ -184,6 +184,21 @@ def test_a_draft_that_copies_the_instruction_or_the_document_back_comes_last() -
     assert report.note() == "drafted 2 times, kept try 1; it copies words of the request or the document back"
 
 
+def test_the_words_asked_for_recited_as_a_bare_list_are_copied_back_unless_the_instruction_lists_them() -> None:
+    asked = "tell Emma the new latch for the left side gate is fitted free of charge on Thursday morning"
+    checks = DraftChecks.of(asked, "Dear Emma,\n\n")
+    said = "Emma, your new latch on the left side gate goes in on Thursday morning, fitted free of charge."
+    assert checks.verdict(said).passed
+    recited = f'{said} Please quote: "Left, side, gate, open, fit, free, charge, morning."'
+    verdict = checks.verdict(recited)
+    assert verdict.echoes and not verdict.passed and verdict.rank < checks.verdict(said).rank
+    # Three of the words in a list are a sentence's list; words of no request are no recital.
+    assert not checks.verdict(f"{said} Bring keys, gloves, tape, oil, rope and a torch.").echoes
+    assert not checks.verdict(f"{said} The gate, latch, charge.").echoes
+    # Where the instruction lists the things, the draft may too.
+    kit = DraftChecks.of("remind the class to bring towels, goggles, caps, locks on Friday", "Dear parents,\n\n")
+    assert not kit.verdict("On Friday, please send your child with towels, goggles, caps, locks.").echoes
+
 def test_a_draft_that_goes_on_into_the_next_turn_of_the_chat_fails() -> None:
     checks = DraftChecks.of("thank Ana for Friday")
     assert checks.verdict("Thanks for Friday, Ana!\nBest,\nLeo\nuser\nHow many birds are there?").new_turn
