@@ -199,6 +199,7 @@ def test_the_words_asked_for_recited_as_a_bare_list_are_copied_back_unless_the_i
     kit = DraftChecks.of("remind the class to bring towels, goggles, caps, locks on Friday", "Dear parents,\n\n")
     assert not kit.verdict("On Friday, please send your child with towels, goggles, caps, locks.").echoes
 
+
 def test_a_draft_that_goes_on_into_the_next_turn_of_the_chat_fails() -> None:
     checks = DraftChecks.of("thank Ana for Friday")
     assert checks.verdict("Thanks for Friday, Ana!\nBest,\nLeo\nuser\nHow many birds are there?").new_turn
