@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from training.chat_probes import FACTS, NAME_TURNS, mentions_probe, probed_words, probes
+from training.chat_probes import mentions_probe, probed_phrases, probed_words, probes
 from training.chat_turns import chat_turns
 from training.data import distinct_instructions, load_pairs
 
@@ -43,9 +43,7 @@ def test_no_conversation_holds_a_probed_turn_name_or_value() -> None:
     said = [message["content"] for turns in TURNS for message in turns.messages]
     probed = {word.lower() for word in probed_words()}
     assert not [text for text in said if words(text) & probed]
-    fixed_parts = [part for turn in NAME_TURNS for part in turn.split("{v}") if len(part.strip(" .,")) > 3]
-    fixed_parts += [part for _, *turn_texts, _ in FACTS for text in turn_texts for part in text.split("{v}")]
-    fixed_parts = [part.strip(" .,").lower() for part in fixed_parts if len(part.strip(" .,")) > 3]
+    fixed_parts = probed_phrases()
     assert "my name is" in fixed_parts and "what is my name?" in fixed_parts
     assert not [text for text in said if any(part in text.lower() for part in fixed_parts)]
     # The probes' own conversations hold what they ask about.
