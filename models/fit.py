@@ -100,13 +100,18 @@ def require_fit(entry: CatalogueEntry, machine: Machine, *, action: str, overrid
     return verdict
 
 
-def require_disk(entry: CatalogueEntry, folder: Path, *, override: str) -> None:
+def require_disk(name: str, needed_bytes: int, folder: Path, *, override: str) -> None:
+    """Refuse a download of `needed_bytes` into `folder` that would leave less than a small margin free."""
     probe = folder
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     free = shutil.disk_usage(probe).free
-    if entry.size_bytes and free < entry.size_bytes + DISK_MARGIN_BYTES:
+    if needed_bytes and free < needed_bytes + DISK_MARGIN_BYTES:
         raise DoesNotFit(
-            f"refusing to download {entry.name}: it is {entry.size_bytes / GIB:.1f} GiB and {probe} has "
-            f"{free / GIB:.1f} GiB free. Free some space or set HF_HOME to a bigger disk. {override}"
+            f"refusing to download {name}: it needs {_amount(needed_bytes)} and {probe} has "
+            f"{_amount(free)} free. Free some space or set HF_HOME to a bigger disk. {override}"
         )
+
+
+def _amount(size: int) -> str:
+    return f"{size / GIB:.1f} GiB" if size >= GIB // 10 else f"{size / 1024**2:.0f} MiB"

@@ -97,6 +97,9 @@ class PullResult:
 
 
 ProgressCallback = Callable[[PullProgress], None]
+# Told the bytes a pull still has to download before it downloads any (None: the Hub did not say); it raises
+# to stop the pull (not enough disk).
+RoomCheck = Callable[[int | None], None]
 
 
 @dataclass(frozen=True)
@@ -276,6 +279,7 @@ def pull(
     *,
     settings: HubSettings | None = None,
     progress: ProgressCallback | None = None,
+    require_room: RoomCheck | None = None,
 ) -> PullResult:
     """Download a Hub model into the HF cache (or find it there) and verify it. Returns its path."""
     from huggingface_hub import hf_hub_download, try_to_load_from_cache
@@ -300,6 +304,8 @@ def pull(
             if cached is not None and _is_connection_problem(error):
                 return _verified_result(model, cached, [p.name for p in cached.iterdir()], 0)
             raise _translate(error, model, settings, None) from error
+    if require_room is not None and not settings.offline:
+        require_room(_bytes_to_fetch(model, revision, sizes, settings))
     files = list(sizes)
     known = [size for size in sizes.values() if size is not None]
     all_bytes = sum(known) if len(known) == len(files) else None
@@ -331,6 +337,34 @@ def pull(
         return _verified_result(model, paths[0], [paths[0].name], downloaded)
     _write_ref(settings, model, revision)
     return _verified_result(model, _snapshot_root(paths[0], files[0]), files, downloaded)
+
+
+def _bytes_to_fetch(model: HubModel, revision: str, sizes: dict[str, int | None], settings: HubSettings) -> int | None:
+    """The bytes still to download: the files not in the cache, less what interrupted pulls left of them. None
+    where the Hub does not say a file's size."""
+    from huggingface_hub import try_to_load_from_cache
+
+    total = 0
+    for file, size in sizes.items():
+        if isinstance(try_to_load_from_cache(model.repo, file, cache_dir=settings.cache_dir, revision=revision), str):
+            continue
+        size = size if size is not None else _remote_size(model, file, revision, settings)
+        if size is None:
+            return None
+        total += size
+    blobs = settings.cache_dir / ("models--" + model.repo.replace("/", "--")) / "blobs"
+    partial = sum(p.stat().st_size for p in blobs.glob("*" + PARTIAL_SUFFIX)) if blobs.is_dir() else 0
+    return max(0, total - partial)
+
+
+def _remote_size(model: HubModel, file: str, revision: str, settings: HubSettings) -> int | None:
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+
+    try:
+        url = hf_hub_url(model.repo, file, revision=revision, endpoint=settings.endpoint)
+        return get_hf_file_metadata(url, endpoint=settings.endpoint).size
+    except Exception:  # the download that follows says what is wrong, in one line
+        return None
 
 
 def _fetch_resumably(model: HubModel, file: str, revision: str, settings: HubSettings, progress: type) -> None:

@@ -287,11 +287,17 @@ class ModelManager:
             raise PullError(
                 f"{name} is {'embedded in Sharpen' if entry.is_embedded else 'a local model'}: nothing to pull"
             )
-        if not force and cached_path(entry.hub_model, settings) is None:
-            self.require_fit(entry, action=f"download {name}", override="`--force` downloads it anyway.")
-            if not settings.offline:
-                require_disk(entry, settings.cache_dir, override="`--force` downloads it anyway.")
-        result = pull(entry.hub_model, settings=settings, progress=progress)
+        override = "`--force` downloads it anyway."
+
+        def require_room(needed: int | None) -> None:  # the Hub's sizes, else the catalogue's
+            require_disk(name, entry.size_bytes if needed is None else needed, settings.cache_dir, override=override)
+
+        checked = not force and cached_path(entry.hub_model, settings) is None
+        if checked:
+            self.require_fit(entry, action=f"download {name}", override=override)
+        result = pull(
+            entry.hub_model, settings=settings, progress=progress, require_room=require_room if checked else None
+        )
         if entry.role == "draft" and entry.format == "gguf" and result.path.is_file():
             with contextlib.suppress(ModelFileError):  # a file llama.cpp cannot read says so when it is used
                 self.served_file(result.path, progress=twin_progress)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from app.storage.config import ConfigError, load_config
 from app.storage.paths import sharpen_paths
 from models.catalogue import CatalogueEntry, entry_from_table
 from models.errors import MissingModelFile
-from models.fit import DoesNotFit, Machine, check_fit
+from models.fit import DISK_MARGIN_BYTES, DoesNotFit, Machine, check_fit
 from models.hub import IntegrityError, PullError, PullProgress
 
 CHUNK = 10 * 1024 * 1024  # huggingface_hub writes downloads in chunks of this size
@@ -109,6 +110,30 @@ def test_a_corrupted_download_is_rejected_and_removed(hub: FakeHub) -> None:
         service().models.resolve("tiny-draft")
     repo.files["tiny-draft.gguf"].corrupt = False
     assert service().models.pull("tiny-draft").downloaded_files == 1
+
+
+def test_the_disk_check_counts_the_bytes_the_hub_serves_less_what_an_interrupted_pull_left(
+    hub: FakeHub, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    size = CHUNK + 2_000_000
+    served = HubFile(os.urandom(size), drop_after=CHUNK + 100_000, drops=1, gone_after_drops=True)
+    hub.add("acme/tiny-draft-GGUF", {"tiny-draft.gguf": served})
+    add_entries(TINY_DRAFT + "size_bytes = 50_000_000_000\n")  # the catalogue's figure is not what is served
+    free = {"bytes": size + DISK_MARGIN_BYTES - 1}
+    monkeypatch.setattr(shutil, "disk_usage", lambda _path: shutil._ntuple_diskusage(10**12, 10**12, free["bytes"]))
+
+    assert main(["models", "pull", "tiny-draft"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("sharpen: error: refusing to download tiny-draft: it needs 12 MiB")
+    assert "`--force`" in err[0] and hub.downloads("tiny-draft.gguf") == []
+
+    free["bytes"] = 10**12
+    with pytest.raises(PullError):  # the server goes away after CHUNK bytes are on disk
+        service().models.pull("tiny-draft")
+    served.gone_after_drops = False
+    free["bytes"] = size - CHUNK + DISK_MARGIN_BYTES  # room for the rest, not for the whole file
+    assert service().models.pull("tiny-draft").path.read_bytes() == served.content
+    assert hub.downloads("tiny-draft.gguf")[-1].range == f"bytes={CHUNK}-"
 
 
 def test_the_catalogue_sha256_is_enforced(hub: FakeHub) -> None:
