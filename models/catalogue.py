@@ -57,6 +57,9 @@ class CatalogueEntry:
     # The decoding loop of the model's authors, for the block-causal models (DiffusionSettings.sampler,
     # which checks the name when a draft runs): "sdar" or "fast_dllm_v2"; "" is Sharpen's own.
     decoding_sampler: str = ""
+    # Whether a pass may settle a word beside the same word (DiffusionSettings.no_doubled_words), for a drafter
+    # that doubles words when it settles neighbours together: Sharpen's own loop only.
+    decoding_no_doubled_words: bool = False
     # How its 128-token drafts read on instructions of kinds and subjects it never saw, at K = N/4
     # (bench/embedded_quality.py --set unseen, or bench/drafter_vs_ar.py at a fresh install's settings):
     # their median log-perplexity placed between the embedded AR model's own drafts (0) and the same words
@@ -127,8 +130,8 @@ def entry_from_table(name: str, table: Any, where: str, *, builtin: bool) -> Cat
         expected = _KNOWN[key]
         if expected == "float" and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
-        kind = {"str": str, "int": int, "float": float}[str(expected)]
-        if not isinstance(value, kind) or isinstance(value, bool):
+        kind = {"str": str, "int": int, "float": float, "bool": bool}[str(expected)]
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
             raise CatalogueError(f"{where}: [{name}] {key} must be a {expected!s}, got {value!r}")
         values[key] = value
     entry = CatalogueEntry(name=name, builtin=builtin, **values)

@@ -56,6 +56,8 @@ class DraftSettings:
             decoding["block_length"] = entry.decoding_block_length
         if entry.decoding_sampler:
             decoding["sampler"] = entry.decoding_sampler
+        if entry.decoding_no_doubled_words:
+            decoding["no_doubled_words"] = True
         return decoding
 
     @functools.cached_property

@@ -106,8 +106,9 @@ class DiffusionSettings:
     )
     # Neighbours settled in one pass are guessed independently and often take the same word ("the lesson
     # lesson plan"): engines/diffusion/doubled_words.py gives such a position its next likeliest token.
-    # Off by default: on sharpen-draft it trades the loops for runs of dashes and commas
-    # (training/NOTES.md), as the n-gram rule trades them for stutters.
+    # Off by default: at fixed passes it trades sharpen-draft's loops for runs of dashes and commas
+    # (training/NOTES.md). The embedded drafter's catalogue entry turns it on with its 0.9 threshold, where
+    # the words it replaces are the odd slips of settled text.
     no_doubled_words: bool = option(
         False, 'a pass never settles a word beside the same word ("the the"); false allows it', read_by=DIFFUSION_ONLY
     )

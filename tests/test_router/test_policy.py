@@ -260,37 +260,42 @@ def test_design_sends_drafts_to_ar_exactly_when_the_draft_model_is_too_far_behin
     assert decide(forced, FAST_DIFFUSION, BOTH, BASE, "design", gap).engine == "diffusion"
 
 
-# The embedded models' measured drafts (models/catalogue.toml, K = N/4): AR with its loop controls 95% on
-# topic with 1% of word 3-grams repeated; the shipped drafter 85% (exactly the on-topic margin behind) and 35%.
-# Their rewrites keep 63% and 48% of the selection's names and numbers; drafting into a document, AR states 36%
-# of the facts asked and turns 12% of the stances around, the drafter 4% and none.
-EMBEDDED = QualityGap(
+# The embedded models' measured drafts before the drafter learnt the writing cases (K = N/4): AR with its loop
+# controls 95% on topic with 1% of word 3-grams repeated; the drafter 85% (exactly the on-topic margin behind)
+# and 35%. Their rewrites keep 63% and 48% of the selection's names and numbers; drafting into a document, AR
+# states 36% of the facts asked and turns 12% of the stances around, the drafter 4% and none.
+EARLIER = QualityGap(
     "sharpen-draft", 0.26, 0.3, 0.85, 0.95, 0.1, 0.35, 0.01, 0.05, 0.48, 0.63, 0.04, 0.36, 0.0, 0.12, 0.1
 )
+# As shipped (models/catalogue.toml, threshold 0.9): on topic as often as AR and as close to its drafts, as
+# repetitive as before, and 75% of the facts asked stated with 4% of the stances turned around.
+EMBEDDED = QualityGap(
+    "sharpen-draft", -0.01, 0.3, 0.95, 0.95, 0.1, 0.35, 0.01, 0.05, 0.48, 0.63, 0.75, 0.36, 0.04, 0.12, 0.1
+)
 # The same drafter had its drafts into a document not been measured: the gate then reads the other figures.
-UNFAITHFUL_UNMEASURED = replace(EMBEDDED, facts=None, ar_facts=None, flips=None, ar_flips=None)
+UNFAITHFUL_UNMEASURED = replace(EARLIER, facts=None, ar_facts=None, flips=None, ar_flips=None)
 
 
 @pytest.mark.parametrize(
     ("gap", "profile", "engine", "reason", "rule"),
     [
         (
-            replace(EMBEDDED, on_topic=0.65),
+            replace(EARLIER, on_topic=0.65),
             FAST_DIFFUSION,
             "ar",
             "on topic for 65% of instructions it never saw against AR's 95%",
             "quality_gate",
         ),
-        (EMBEDDED, FAST_DIFFUSION, "ar", "35% of sharpen-draft's word 3-grams repeat", "quality_gate"),
+        (EARLIER, FAST_DIFFUSION, "ar", "35% of sharpen-draft's word 3-grams repeat", "quality_gate"),
         (
-            replace(EMBEDDED, on_topic=0.9, repeats=0.05),
+            replace(EARLIER, on_topic=0.9, repeats=0.05),
             FAST_DIFFUSION,
             "ar",
             "drafts into a document state 4% of the facts asked against AR's 36%",
             "quality_gate",
         ),
         (
-            replace(EMBEDDED, on_topic=0.84),
+            replace(EARLIER, on_topic=0.84),
             FAST_DIFFUSION,
             "ar",
             "on topic for 84% of instructions it never saw against AR's 95%",
@@ -312,7 +317,7 @@ UNFAITHFUL_UNMEASURED = replace(EMBEDDED, facts=None, ar_facts=None, flips=None,
             "pass the quality gate",
             "estimated_faster",
         ),
-        (replace(EMBEDDED, behind=0.4), FAST_DIFFUSION, "ar", "0.40 behind AR's", "quality_gate"),
+        (replace(EARLIER, behind=0.4), FAST_DIFFUSION, "ar", "0.40 behind AR's", "quality_gate"),
         (
             replace(UNFAITHFUL_UNMEASURED, on_topic=0.9, repeats=0.05),
             FAST_DIFFUSION,
@@ -351,6 +356,9 @@ UNFAITHFUL_UNMEASURED = replace(EMBEDDED, facts=None, ar_facts=None, flips=None,
             "pass the quality gate",
             "estimated_faster",
         ),
+        # The shipped drafter's faithfulness passes; its repeats alone keep drafts on AR.
+        (EMBEDDED, FAST_DIFFUSION, "ar", "35% of sharpen-draft's word 3-grams repeat", "quality_gate"),
+        (replace(EMBEDDED, repeats=0.05), FAST_DIFFUSION, "diffusion", "pass the quality gate", "estimated_faster"),
         (None, FAST_DIFFUSION, "diffusion", "not measured", "estimated_faster"),
         (None, CPU, "ar", "AR estimated faster", "estimated_faster"),
         (
@@ -371,7 +379,7 @@ def test_measured_sends_a_draft_to_the_faster_engine_among_those_whose_drafts_pa
     assert route.policy == "measured"
     # Under design, the drafter that is both slower and worse on topic still gets the draft: the old
     # behaviour, kept by name.
-    if gap is EMBEDDED:
+    if gap is EARLIER:
         assert decide(Request("draft", 256), CPU, BOTH, BASE, "design", gap).engine == "diffusion"
 
 
@@ -394,7 +402,7 @@ def test_measured_sends_a_draft_to_the_faster_engine_among_those_whose_drafts_pa
 def test_measured_sends_a_rewrite_to_diffusion_only_if_it_keeps_names_and_numbers_as_ar_does(
     kept: float | None, ar_kept: float, profile: CostProfile, engine: EngineName, reason: str, rule: Rule
 ) -> None:
-    gap = replace(EMBEDDED, rewrites_kept=kept, ar_rewrites_kept=ar_kept)
+    gap = replace(EARLIER, rewrites_kept=kept, ar_rewrites_kept=ar_kept)
     route = decide(Request("infill", 128), profile, BOTH, BASE, "measured", gap)
     assert route.engine == engine and reason in route.reason, route.reason
     assert route.rule == rule
