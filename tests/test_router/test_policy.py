@@ -268,9 +268,10 @@ EARLIER = QualityGap(
     "sharpen-draft", 0.26, 0.3, 0.85, 0.95, 0.1, 0.35, 0.01, 0.05, 0.48, 0.63, 0.04, 0.36, 0.0, 0.12, 0.1
 )
 # As shipped (models/catalogue.toml, threshold 0.9): on topic as often as AR and as close to its drafts, as
-# repetitive as before, and 75% of the facts asked stated with 4% of the stances turned around.
+# repetitive as before, rewrites that keep 67% of the names and numbers, and 75% of the facts asked stated
+# with 4% of the stances turned around.
 EMBEDDED = QualityGap(
-    "sharpen-draft", -0.01, 0.3, 0.95, 0.95, 0.1, 0.35, 0.01, 0.05, 0.48, 0.63, 0.75, 0.36, 0.04, 0.12, 0.1
+    "sharpen-draft", -0.01, 0.3, 0.95, 0.95, 0.1, 0.35, 0.01, 0.05, 0.67, 0.63, 0.75, 0.36, 0.04, 0.12, 0.1
 )
 # The same drafter had its drafts into a document not been measured: the gate then reads the other figures.
 UNFAITHFUL_UNMEASURED = replace(EARLIER, facts=None, ar_facts=None, flips=None, ar_flips=None)
