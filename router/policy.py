@@ -55,6 +55,8 @@ def decide(
     engine, reason, rule = _choose(request, estimates, policy, quality_gap)
     if engine == "ar" and request.kind == "infill" and "diffusion" not in models:
         reason += "; AR sees only the text before the selection"
+    if engine == "diffusion" and plan.threshold is not None:
+        reason += f"; as many passes as the text takes, each settling what is at least {plan.threshold:.0%} sure"
     chosen_plan = plan if engine == "diffusion" else None
     return Route(engine, models[engine], request.output_tokens, chosen_plan, estimates, reason, policy, rule)
 

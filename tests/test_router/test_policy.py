@@ -433,3 +433,17 @@ def test_an_ar_model_named_by_its_path_counts_as_its_own_drafts_at_the_gate(tmp_
     assert gap is not None and gap.ar_repeats == 0.0 and gap.ar_on_topic is None
     route = decide(Request("draft", 256), FAST_DIFFUSION, BOTH, BASE, "measured", gap)
     assert route.engine == "ar" and "word 3-grams repeat against AR's 0%" in route.reason, route.reason
+
+
+def test_a_diffusion_draft_under_a_threshold_says_its_passes_follow_the_text() -> None:
+    """A forced draft on a drafter whose passes a confidence threshold decides (the embedded drafter's own
+    default) may take more passes than the router's K = N/4: the reason says how they are decided."""
+    forced = Request("draft", 128, force_engine="diffusion")
+    settled = decide(forced, CPU, BOTH, replace(BASE, threshold=0.9))
+    assert settled.engine == "diffusion" and settled.plan is not None and settled.plan.threshold == 0.9
+    assert settled.reason == (
+        "diffusion asked for explicitly; as many passes as the text takes, each settling what is at least 90% sure"
+    )
+    fixed = decide(forced, CPU, BOTH, BASE)
+    assert fixed.reason == "diffusion asked for explicitly" and fixed.plan is not None and fixed.plan.steps == 32
+    assert "passes" not in decide(Request("draft", 128), CPU, BOTH, replace(BASE, threshold=0.9)).reason
