@@ -16,9 +16,11 @@ from app.domain.asked_facts import AskedFact, asked_facts, missing_facts
 from app.domain.asked_stance import Stance, asked_stances, takes, turns_decline_around
 from app.domain.asked_topics import AskedTopic, asked_topics, stem
 
-# The share of the instruction's content words a draft must mention to pass: a word can be said another way
-# ("the lease" as "the tenancy"), so not all of them.
-TOPICS_SHARE = 0.75
+# The share of the instruction's content words a draft must mention to pass: all of them. A word said another
+# way ("the tenancy" for "the lease") fails the check and the tries go on, but the best draft is kept all the
+# same; at three quarters, drafts that left a thing asked out passed and were not tried again
+# (bench/faithful_drafts.py's held-out cases: 131 of 165 facts at 0.75, 134 at 1.0, the same stances and waits).
+TOPICS_SHARE = 1.0
 
 
 def mentions_enough(missing: int, asked: int) -> bool:

@@ -125,8 +125,8 @@ def test_a_try_after_one_that_left_things_out_is_asked_for_them_by_name() -> Non
     request = DraftRequest("draft", asked, before="Dear Sam,\n\n", tokens=32, engine="ar")
     short = checks.verdict("Dogs are not allowed.")
     assert with_reminder(request, short).instruction == f"{asked} (Be sure to mention: Sam, lease, cats.)"
-    # Content words count only where too few are mentioned; a draft that says everything changes nothing.
-    enough = checks.verdict("Sam, dogs are not allowed under the lease.")
+    # A draft that says everything changes nothing.
+    enough = checks.verdict("Sam, dogs are not allowed under the lease, but cats are fine.")
     assert enough.mentions_enough and with_reminder(request, enough).instruction == asked
 
 
