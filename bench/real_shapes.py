@@ -352,15 +352,16 @@ def print_shape(run: ShapeRun, measured: Measured, profile: CostProfile, cut: tu
 
 
 def kernels(folder: Path, tokenizer: Path) -> None:
-    """Per-type kernel costs on four-layer probes, relative to Q8_0 at width 2048: one row's pass (decode) and
-    each further row's (row, from 8 to 64 rows), per matrix parameter."""
+    """Per-type kernel costs on four-layer probes, relative to Q8_0 at width 2048: one row's pass (decode), each
+    further row's (row, from 8 to 64 rows) and a batched pass's fixed part (batch, the line through 8 and 64 rows
+    at no rows), per matrix parameter."""
     import llama_cpp
     from block_diffusion import row_costs
 
     prompt = [int(t) for t in np.random.default_rng(1).integers(100, 40000, PROMPT_TOKENS)]
     cases = [(2048, t) for t in ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q4_K", "Q5_K", "Q6_K", "F16", "BF16")]
     cases += [(896, t) for t in ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "F16", "BF16")]
-    results: dict[tuple[int, str], tuple[float, float]] = {}
+    results: dict[tuple[int, str], tuple[float, float, float]] = {}
     for width, kind in cases:
         shape = Shape(f"probe{width}", "llama", 49152, width, 4, width // 64, width // 64, 64, 3 * width, True, False)
         path = write_shape(shape, kind, folder, tokenizer)[0]
@@ -369,12 +370,13 @@ def kernels(folder: Path, tokenizer: Path) -> None:
         del llama
         cost = {b: statistics.median(r[b] for r in runs) for b in (1, 8, 64)}
         parameters = full_mix(ShapeRun("probe", shape, kind, None)).total
-        results[width, kind] = (cost[1] / parameters, (cost[64] - cost[8]) / 56 / parameters)
-        print(f"{width} {kind}: {cost[1] * 1000:.2f} ms one row, {(cost[64] - cost[8]) / 56 * 1000:.3f} ms a row")
-    decode, row = results[2048, "Q8_0"]
-    print("\n| type | width | decode | row |\n|---|---|---|---|")
-    for (width, kind), (d, r) in results.items():
-        print(f"| {kind} | {width} | {d / decode:.2f} | {r / row:.2f} |")
+        a_row = (cost[64] - cost[8]) / 56
+        results[width, kind] = (cost[1] / parameters, a_row / parameters, (cost[8] - 8 * a_row) / parameters)
+        print(f"{width} {kind}: {cost[1] * 1000:.2f} ms one row, {a_row * 1000:.3f} ms a row")
+    decode, row, batch = results[2048, "Q8_0"]
+    print("\n| type | width | decode | row | batch |\n|---|---|---|---|---|")
+    for (width, kind), (d, r, b) in results.items():
+        print(f"| {kind} | {width} | {d / decode:.2f} | {r / row:.2f} | {b / batch:.2f} |")
 
 
 def main() -> None:

@@ -327,7 +327,8 @@ def _with_work(costs: Costs, served: object) -> Costs:
         work = work_of(read_tensor_mix(path))
     except ModelFileError:
         return costs
-    return replace(costs, decode_work=work.decode, row_work=work.row, vocab=work.vocab, context_work=work.context)
+    costs = replace(costs, decode_work=work.decode, row_work=work.row, vocab=work.vocab, context_work=work.context)
+    return replace(costs, batch_work=work.batch) if isinstance(costs, DiffusionCosts) else costs
 
 
 def interleaved(first: Sequence[list[Step]], second: Sequence[list[Step]]) -> list[Step]:

@@ -2,11 +2,14 @@
 decides, so that costs measured for one model (the embedded pair, by `sharpen calibrate`) can be carried to
 another the user pulls (router/profile.py scaled_ar, scaled_diffusion).
 
-Two figures per model, in Q8_0-weight equivalents. `decode`: a pass over one row (an AR token; a diffusion
-pass's fixed part), every weight read once, each type at its kernel's cost, plus each layer's operations'
-fixed costs (which is why a 135M model costs more per weight than a 1.5B one). `row`: each further row of a
-batched pass (a diffusion block, a prompt), the kernels reusing the weights across rows, plus each layer's
-work per row that follows its width (norms, attention against the context). The figures were fitted to the
+Three figures per model, in Q8_0-weight equivalents. `decode`: a pass over one row (an AR token), every
+weight read once, each type at its kernel's cost, plus each layer's operations' fixed costs (which is why a
+135M model costs more per weight than a 1.5B one). `batch`: a batched pass's fixed part (a diffusion pass's:
+the line through its costs at 4 to 64 rows, at no rows), which llama.cpp runs through other kernels than one
+row's (on AMX, tiles of 16 rows), so that it is no fixed share of `decode`: below it for Q8_0 at 1.5B, above it
+for Q4_K at 8B. `row`: each further row of a batched pass (a diffusion block, a prompt), the kernels reusing
+the weights across rows, plus each layer's work per row that follows its width (norms, attention against the
+context). The figures were fitted to the
 passes measured at real shapes on an Intel Xeon with AMX_INT8, 2 cores (bench/real_shapes.py,
 docs/benchmarks.md); another CPU's kernels weigh the types differently, which its calibration scales only
 as a whole.
@@ -23,31 +26,40 @@ from models.tensor_mix import TensorMix
 class KernelCost:
     decode: float
     row: float
+    # A type whose batched kernels were never measured apart: its one-row cost.
+    batch: float | None = None
+
+    @property
+    def batch_cost(self) -> float:
+        return self.decode if self.batch is None else self.batch
 
 
-# Fitted to one-row passes and to the cost of each row from 8 to 64 of: SmolLM2-135M (Q4_1), the embedded
-# drafter (Q8_0), Qwen2.5-0.5B (Q4_K_M: mostly Q5_0, its rows of 896 being no whole k-quant blocks),
-# Qwen2.5-1.5B (Q8_0 and Q4_K_M), Qwen3-1.7B (Q8_0) and LLaDA-8B at 2 and 6 layers (Q4_K_M); each estimated
-# within 7%. Types none of them holds take the ratios of four-layer probes at width 2048
-# (`bench/real_shapes.py --kernels`).
+# Fitted to one-row passes, each further row's cost from 8 to 64 rows and the fixed part of passes of 4 to 64
+# rows of: SmolLM2-135M (Q4_1), the embedded drafter (Q8_0), Qwen2.5-0.5B (Q4_K_M: mostly Q5_0, its rows of 896
+# being no whole k-quant blocks), Qwen2.5-1.5B (Q8_0 and Q4_K_M), Qwen3-1.7B (Q8_0) and LLaDA-8B at 2 and 6 layers
+# (Q4_K_M), over two runs of `bench/real_shapes.py` on different days (the 8B's one-row times moved by a third
+# between them; the figures sit between). Types none of them holds take the ratios of four-layer probes at
+# width 2048 (`bench/real_shapes.py --kernels`), their batched passes' fixed part at one row's cost.
 KERNEL_COSTS: dict[str, KernelCost] = {
-    "Q8_0": KernelCost(1.0, 1.0),
+    "Q8_0": KernelCost(1.0, 1.0, 1.0),
     "Q4_0": KernelCost(0.96, 1.27),
     "Q4_1": KernelCost(0.55, 1.58),
-    "Q5_0": KernelCost(1.92, 5.42),
-    "Q5_1": KernelCost(1.92, 5.42),
-    "Q4_K": KernelCost(0.84, 1.15),
+    "Q5_0": KernelCost(1.84, 5.42, 1.71),
+    "Q5_1": KernelCost(1.84, 5.42, 1.71),
+    "Q4_K": KernelCost(1.03, 1.15, 1.83),
     "Q5_K": KernelCost(1.05, 1.9),
-    "Q6_K": KernelCost(1.25, 2.68),
+    "Q6_K": KernelCost(1.49, 2.68, 1.0),
     "F16": KernelCost(1.95, 3.09),
     "BF16": KernelCost(2.29, 2.5),
 }
 # A type not in the table: about what Q6_K costs.
-UNKNOWN = KernelCost(1.25, 2.68)
+UNKNOWN = KernelCost(1.49, 2.68)
 # Each layer's fixed costs in a one-row pass (its operations' set-up: a 135M model's 30 layers cost as much as
-# 68M weights), and its work per row per unit of width (norms, attention against the context).
-LAYER_DECODE = 2.27e6
-LAYER_ROW_PER_WIDTH = 9.43e3
+# 58M weights) and in a batched one (more operations, and each over more rows), and its work per row per unit of
+# width (norms, attention against the context).
+LAYER_DECODE = 1.93e6
+LAYER_BATCH = 4.26e6
+LAYER_ROW_PER_WIDTH = 9.3e3
 
 
 def kernel_cost(kind: str) -> KernelCost:
@@ -57,12 +69,14 @@ def kernel_cost(kind: str) -> KernelCost:
 @dataclass(frozen=True)
 class ModelWork:
     """A model's work per pass, in Q8_0-equivalent weights: one row's, and each further row's; and `context`,
-    what a row's attention to each position before it follows (layers x width)."""
+    what a row's attention to each position before it follows (layers x width); `batch`, a batched pass's fixed
+    part."""
 
     decode: float
     row: float
     vocab: int
     context: float = 0.0
+    batch: float = 0.0
 
 
 def work_of(mix: TensorMix) -> ModelWork:
@@ -72,4 +86,5 @@ def work_of(mix: TensorMix) -> ModelWork:
         + mix.layers * mix.width * LAYER_ROW_PER_WIDTH,
         vocab=mix.vocab,
         context=float(mix.layers * mix.width),
+        batch=sum(count * kernel_cost(kind).batch_cost for kind, count in mix.parameters) + mix.layers * LAYER_BATCH,
     )

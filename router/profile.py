@@ -75,6 +75,9 @@ class DiffusionCosts:
     row_work: float = 0.0
     vocab: int = 0
     context_work: float = 0.0
+    # What a pass's fixed part (pass_base_s) follows (router/kernel_costs.py); 0 in a profile written before it
+    # was counted apart from one row's work, which stands in for it.
+    batch_work: float = 0.0
     scaled_from: str = ""
     # A draft engine on another machine (models.draft = sharpen:URL or openai:URL#MODEL): the round trip each
     # draft adds, and for a text-only server (no passes to count) the seconds per token its drafts took.
@@ -213,17 +216,22 @@ def _per_context(seconds: float, measured_work: float, target: ModelWork) -> flo
 
 
 def scaled_diffusion(measured: DiffusionCosts, target: ModelSize, device: DeviceClass) -> DiffusionCosts | None:
-    """`target`'s diffusion costs from another model's measured ones: a pass's fixed part by one row's work, its
-    cost per position by each further row's, its cost per position of context by the layers' width, the
+    """`target`'s diffusion costs from another model's measured ones: a pass's fixed part by a batched pass's
+    fixed work, its cost per position by each further row's, its cost per position of context by the layers' width, the
     sampler's by the vocabulary. Passes per token under a
     threshold are the model's own, so the device's default. None where either model's work is unknown."""
     work = target.work
     if work is None or not measured.measured or min(measured.decode_work, measured.row_work, work.row) <= 0:
         return None
     vocab_ratio = work.vocab / measured.vocab if measured.vocab > 0 and work.vocab > 0 else 1.0
+    fixed = (
+        work.batch / measured.batch_work
+        if measured.batch_work > 0 and work.batch > 0
+        else work.decode / measured.decode_work
+    )
     return DiffusionCosts(
         model=target.name,
-        pass_base_s=measured.pass_base_s * work.decode / measured.decode_work,
+        pass_base_s=measured.pass_base_s * fixed,
         pass_s_per_position=measured.pass_s_per_position * work.row / measured.row_work,
         pass_s_per_context=_per_context(measured.pass_s_per_context, measured.context_work, work),
         pass_s_per_row_context=_per_context(measured.pass_s_per_row_context, measured.context_work, work),
@@ -235,6 +243,7 @@ def scaled_diffusion(measured: DiffusionCosts, target: ModelSize, device: Device
         row_work=work.row,
         vocab=work.vocab,
         context_work=work.context,
+        batch_work=work.batch,
         scaled_from=measured.model,
     )
 

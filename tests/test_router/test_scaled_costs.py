@@ -14,7 +14,16 @@ from app.storage.paths import sharpen_paths
 from models.gguf_header import read_gguf_header
 from models.tensor_mix import mix_of, read_tensor_mix
 from router.cost_measurement import QUICK
-from router.kernel_costs import LAYER_DECODE, LAYER_ROW_PER_WIDTH, UNKNOWN, ModelWork, kernel_cost, work_of
+from router.kernel_costs import (
+    LAYER_BATCH,
+    LAYER_DECODE,
+    LAYER_ROW_PER_WIDTH,
+    UNKNOWN,
+    KernelCost,
+    ModelWork,
+    kernel_cost,
+    work_of,
+)
 from router.profile import ArCosts, DiffusionCosts, ModelSize, scaled_ar, scaled_diffusion
 
 MEASURED_AR = ArCosts("small", 400.0, 0.010, 2e-6, decode_work=1e8, row_work=1e8, vocab=50_000, context_work=30 * 576)
@@ -30,6 +39,7 @@ MEASURED_DRAFT = DiffusionCosts(
     row_work=2e8,
     vocab=50_000,
     context_work=30 * 576,
+    batch_work=1.5e8,
 )
 
 
@@ -58,8 +68,23 @@ def test_work_weighs_each_type_by_its_kernel_cost_and_each_layer_by_its_own() ->
     assert work.row == pytest.approx(
         25_600 * (kernel_cost("Q8_0").row + kernel_cost("Q6_K").row) + 256 * LAYER_ROW_PER_WIDTH
     )
+    assert work.batch == pytest.approx(
+        25_600 * (kernel_cost("Q8_0").batch_cost + kernel_cost("Q6_K").batch_cost) + LAYER_BATCH
+    )
     assert work_of(two).decode - work.decode == pytest.approx(LAYER_DECODE) and LAYER_DECODE > 0
+    assert work_of(two).batch - work.batch == pytest.approx(LAYER_BATCH) and LAYER_BATCH > LAYER_DECODE
     assert kernel_cost("NOT_A_TYPE") == UNKNOWN
+
+
+def test_a_batched_pass_s_fixed_part_is_weighed_apart_from_one_row_s() -> None:
+    """llama.cpp runs a pass of many rows through other kernels than one row's: Q4_K's batched fixed part costs
+    more than its one row (LLaDA-8B's passes), Q8_0's no more; a type never measured apart takes one row's."""
+    assert kernel_cost("Q4_K").batch_cost > kernel_cost("Q4_K").decode
+    assert kernel_cost("Q8_0").batch_cost <= kernel_cost("Q8_0").decode
+    assert KernelCost(0.7, 1.2).batch_cost == 0.7
+    q4_k = mix_of([("a.weight", (4096, 4096), "Q4_K")], 1, 4096, 1000)
+    q8_0 = replace(q4_k, parameters=(("Q8_0", 4096 * 4096),))
+    assert work_of(q4_k).batch / work_of(q4_k).decode > work_of(q8_0).batch / work_of(q8_0).decode
 
 
 def test_ar_costs_follow_one_row_s_work_and_the_prompt_rate_each_further_row_s() -> None:
@@ -78,10 +103,14 @@ def test_ar_costs_follow_one_row_s_work_and_the_prompt_rate_each_further_row_s()
 
 
 def test_diffusion_costs_scale_the_pass_by_work_and_the_sampler_by_the_vocabulary() -> None:
-    target = ModelSize("big-draft", 0, 0, "dual", ModelWork(decode=3e8, row=8e8, vocab=150_000, context=60 * 576))
+    work = ModelWork(decode=3e8, row=8e8, vocab=150_000, context=60 * 576, batch=6e8)
+    target = ModelSize("big-draft", 0, 0, "dual", work)
     scaled = scaled_diffusion(MEASURED_DRAFT, target, "cpu")
     assert scaled is not None and not scaled.measured and scaled.cache == "dual"
-    assert scaled.pass_base_s == pytest.approx(0.024)
+    # A pass's fixed part follows a batched pass's fixed work (4x the measured model's), not one row's (3x).
+    assert scaled.pass_base_s == pytest.approx(0.032) and scaled.batch_work == 6e8
+    older = scaled_diffusion(replace(MEASURED_DRAFT, batch_work=0.0), target, "cpu")
+    assert older is not None and older.pass_base_s == pytest.approx(0.024), "a profile from before batch work"
     assert scaled.pass_s_per_position == pytest.approx(0.004)
     # The cost of the context a pass attends to follows the layers' width (here twice the measured model's).
     assert scaled.pass_s_per_context == pytest.approx(2e-5) and scaled.pass_s_per_row_context == pytest.approx(2e-6)
@@ -104,7 +133,8 @@ def test_a_draft_model_never_measured_is_estimated_from_the_one_that_was(
     assert not draft.measured and draft.scaled_from == tiny_cacheable_path.name
     size = service.routing.model_size("draft")
     assert size is not None and size.work is not None
+    assert measured.diffusion.batch_work > 0 and measured.ar.decode_work > 0
     assert draft.pass_base_s == pytest.approx(
-        measured.diffusion.pass_base_s * size.work.decode / measured.diffusion.decode_work
+        measured.diffusion.pass_base_s * size.work.batch / measured.diffusion.batch_work
     )
     assert service.calibrations.needed() == ["diffusion"], "still measured quickly before its first draft"
