@@ -37,29 +37,29 @@ class KernelCost:
 # Fitted to one-row passes, each further row's cost from 8 to 64 rows and the fixed part of passes of 4 to 64
 # rows of: SmolLM2-135M (Q4_1), the embedded drafter (Q8_0), Qwen2.5-0.5B (Q4_K_M: mostly Q5_0, its rows of 896
 # being no whole k-quant blocks), Qwen2.5-1.5B (Q8_0 and Q4_K_M), Qwen3-1.7B (Q8_0) and LLaDA-8B at 2 and 6 layers
-# (Q4_K_M), over two runs of `bench/real_shapes.py` on different days (the 8B's one-row times moved by a third
-# between them; the figures sit between). Types none of them holds take the ratios of four-layer probes at
+# (Q4_K_M), over four runs of `bench/real_shapes.py` (the 8B's one-row times ranged from 267 to 416 ms between
+# them; the figures sit between). Types none of them holds take the ratios of four-layer probes at
 # width 2048 (`bench/real_shapes.py --kernels`), their batched passes' fixed part at one row's cost.
 KERNEL_COSTS: dict[str, KernelCost] = {
     "Q8_0": KernelCost(1.0, 1.0, 1.0),
     "Q4_0": KernelCost(0.96, 1.27),
     "Q4_1": KernelCost(0.55, 1.58),
-    "Q5_0": KernelCost(1.84, 5.42, 1.71),
-    "Q5_1": KernelCost(1.84, 5.42, 1.71),
-    "Q4_K": KernelCost(1.03, 1.15, 1.83),
+    "Q5_0": KernelCost(1.99, 5.75, 2.19),
+    "Q5_1": KernelCost(1.99, 5.75, 2.19),
+    "Q4_K": KernelCost(1.0, 1.22, 1.79),
     "Q5_K": KernelCost(1.05, 1.9),
-    "Q6_K": KernelCost(1.49, 2.68, 1.0),
+    "Q6_K": KernelCost(1.44, 2.84, 0.9),
     "F16": KernelCost(1.95, 3.09),
     "BF16": KernelCost(2.29, 2.5),
 }
 # A type not in the table: about what Q6_K costs.
-UNKNOWN = KernelCost(1.49, 2.68)
+UNKNOWN = KernelCost(1.44, 2.84)
 # Each layer's fixed costs in a one-row pass (its operations' set-up: a 135M model's 30 layers cost as much as
-# 58M weights) and in a batched one (more operations, and each over more rows), and its work per row per unit of
+# 66M weights) and in a batched one (more operations, and each over more rows), and its work per row per unit of
 # width (norms, attention against the context).
-LAYER_DECODE = 1.93e6
-LAYER_BATCH = 4.26e6
-LAYER_ROW_PER_WIDTH = 9.3e3
+LAYER_DECODE = 2.2e6
+LAYER_BATCH = 4.07e6
+LAYER_ROW_PER_WIDTH = 10.5e3
 
 
 def kernel_cost(kind: str) -> KernelCost:

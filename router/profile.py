@@ -217,9 +217,9 @@ def _per_context(seconds: float, measured_work: float, target: ModelWork) -> flo
 
 def scaled_diffusion(measured: DiffusionCosts, target: ModelSize, device: DeviceClass) -> DiffusionCosts | None:
     """`target`'s diffusion costs from another model's measured ones: a pass's fixed part by a batched pass's
-    fixed work, its cost per position by each further row's, its cost per position of context by the layers' width, the
-    sampler's by the vocabulary. Passes per token under a
-    threshold are the model's own, so the device's default. None where either model's work is unknown."""
+    fixed work, its cost per position by each further row's, its cost per position of context by the layers'
+    width, the sampler's by the vocabulary. Passes per token under a threshold are the model's own, so the
+    device's default. None where either model's work is unknown."""
     work = target.work
     if work is None or not measured.measured or min(measured.decode_work, measured.row_work, work.row) <= 0:
         return None
