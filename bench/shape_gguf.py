@@ -6,7 +6,8 @@ diffusion form (`{arch}.attention.causal = false`, a mask token, the logit shift
 every cache mode. The quantized blocks are random bytes with small, finite scales, written as they are drawn:
 no float weights are made or quantized, so a 1.7B file takes seconds, and gguf-py needs no quantizer for the
 k-quants (it has none for Q4_K and Q6_K). The vocabulary is SmolLM2's tokenizer (bench/stand_in.py reads it)
-padded with unused tokens to the shape's size, so the output layer and the sampler work on the real width.
+padded to the shape's size with tokens that read "[PAD123]", so the output layer and the sampler work on the
+real width.
 Timings only: the weights are noise.
 
 Type mixes follow llama.cpp's quantizer (llama_tensor_get_type) for the file types named: Q4_K_M keeps the
