@@ -6,10 +6,10 @@ Three figures per model, in Q8_0-weight equivalents. `decode`: a pass over one r
 weight read once, each type at its kernel's cost, plus each layer's operations' fixed costs (which is why a
 135M model costs more per weight than a 1.5B one). `batch`: a batched pass's fixed part (a diffusion pass's:
 the line through its costs at 4 to 64 rows, at no rows), which llama.cpp runs through other kernels than one
-row's (on AMX, tiles of 16 rows), so that it is no fixed share of `decode`: below it for Q8_0 at 1.5B, above it
-for Q4_K at 8B. `row`: each further row of a batched pass (a diffusion block, a prompt), the kernels reusing
-the weights across rows, plus each layer's work per row that follows its width (norms, attention against the
-context). The figures were fitted to the
+row's (on AMX, tiles of 16 rows), so that it is no fixed share of `decode` from model to model: a smaller share
+at Qwen2.5-1.5B (Q8_0) than at the embedded 135M drafter, a larger one at LLaDA-8B (Q4_K). `row`: each further
+row of a batched pass (a diffusion block, a prompt), the kernels reusing the weights across rows, plus each
+layer's work per row that follows its width (norms, attention against the context). The figures were fitted to the
 passes measured at real shapes on an Intel Xeon with AMX_INT8, 2 cores (bench/real_shapes.py,
 docs/benchmarks.md); another CPU's kernels weigh the types differently, which its calibration scales only
 as a whole.
@@ -34,12 +34,14 @@ class KernelCost:
         return self.decode if self.batch is None else self.batch
 
 
-# Fitted to one-row passes, each further row's cost from 8 to 64 rows and the fixed part of passes of 4 to 64
-# rows of: SmolLM2-135M (Q4_1), the embedded drafter (Q8_0), Qwen2.5-0.5B (Q4_K_M: mostly Q5_0, its rows of 896
-# being no whole k-quant blocks), Qwen2.5-1.5B (Q8_0 and Q4_K_M), Qwen3-1.7B (Q8_0) and LLaDA-8B at 2 and 6 layers
-# (Q4_K_M), over four runs of `bench/real_shapes.py` (the 8B's one-row times ranged from 267 to 416 ms between
-# them; the figures sit between). Types none of them holds take the ratios of four-layer probes at
-# width 2048 (`bench/real_shapes.py --kernels`), their batched passes' fixed part at one row's cost.
+# One row's and each further row's figures were first fitted to SmolLM2-135M (Q4_1), the embedded drafter (Q8_0),
+# Qwen2.5-0.5B (Q4_K_M: mostly Q5_0, its rows of 896 being no whole k-quant blocks), Qwen2.5-1.5B (Q8_0 and
+# Q4_K_M), Qwen3-1.7B (Q8_0) and LLaDA-8B at 2 and 6 layers (Q4_K_M). Q5_0's, Q4_K's and Q6_K's three figures
+# and the per-layer constants below were then fitted, from the embedded drafter's calibration, to four runs of
+# `bench/real_shapes.py` (Qwen2.5-0.5B, Fast-dLLM v2 1.5B, SDAR-1.7B, LLaDA-8B; the 8B's one-row times ranged
+# from 267 to 416 ms between them, and the figures sit between). Types none of them holds take the ratios of
+# four-layer probes at width 2048 (`bench/real_shapes.py --kernels`), their batched passes' fixed part at one
+# row's cost.
 KERNEL_COSTS: dict[str, KernelCost] = {
     "Q8_0": KernelCost(1.0, 1.0, 1.0),
     "Q4_0": KernelCost(0.96, 1.27),
