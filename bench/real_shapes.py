@@ -91,7 +91,6 @@ from models.catalogue import resolve_model
 from models.tensor_mix import TensorMix, mix_of
 from router.cost import estimate_ar, estimate_diffusion, pass_seconds
 from router.cost_measurement import CalibrationSizes
-from router.kernel_costs import work_of
 from router.machine_load import under_load, watch
 from router.profile import CostProfile, ModelSize, load_profile, scaled_ar, scaled_diffusion
 from router.request import DiffusionPlan
@@ -171,22 +170,38 @@ def ar_times(path: Path, prompt: list[int]) -> tuple[float, float]:
     return per_token, stats.time_to_first_token_s + per_token * (DRAFT_TOKENS - 1)
 
 
-def pass_times(path: Path, prompt: list[int], repeats: int = 3) -> dict[tuple[CacheMode, int], float]:
-    """One refining pass of each row count under each cache mode (the median of `repeats`)."""
-    times: dict[tuple[CacheMode, int], float] = {}
+def pass_times(paths: list[Path], prompt: list[int], repeats: int = 5) -> list[dict[tuple[CacheMode, int], float]]:
+    """One refining pass of each row count under each cache mode (the fastest of `repeats`, as the calibration
+    takes a block's pass: these shared machines run in spells of seconds up to 25% slower), for each file, the
+    files' passes taken in turn: a cut shape's two files side by side, so that a slow spell falls on both alike
+    rather than on the difference that is scaled up to the real layer count."""
+    times: list[dict[tuple[CacheMode, int], float]] = [{} for _ in paths]
     for mode in MODES:
-        backend = LlamaDiffusionBackend(path, DiffusionLoadSettings(n_ctx=1024, cache=mode))
-        assert backend.cache_mode == mode, backend.cache_note
+        backends = [LlamaDiffusionBackend(path, DiffusionLoadSettings(n_ctx=1024, cache=mode)) for path in paths]
+        for backend in backends:
+            assert backend.cache_mode == mode, backend.cache_note
+            # A file's first passes after loading run slow (its weights paged in): the 4-row pass measured first
+            # had read slower than the 16-row one.
+            warm = np.array([*prompt, *[backend.mask_token_id] * max(ROWS)])
+            for _ in range(2):
+                backend.reset(cache=True, block_length=max(ROWS))
+                backend.logits(warm, len(prompt), len(warm), 0)
         for rows in ROWS:
-            sequence = np.array([*prompt, *[backend.mask_token_id] * rows])
-            backend.reset(cache=True, block_length=rows)
-            backend.logits(sequence, len(prompt), len(sequence), 0)  # fills the cache (and warms up)
-            took = []
+            sequences = []
+            for backend in backends:
+                sequence = np.array([*prompt, *[backend.mask_token_id] * rows])
+                backend.reset(cache=True, block_length=rows)
+                backend.logits(sequence, len(prompt), len(sequence), 0)  # fills the cache (and warms up)
+                sequences.append(sequence)
+            took: list[list[float]] = [[] for _ in paths]
             for _ in range(repeats):
-                start = time.perf_counter()
-                backend.logits(sequence, len(prompt), len(sequence), 0)
-                took.append(time.perf_counter() - start)
-            times[mode, rows] = statistics.median(took)
+                for backend, sequence, seconds in zip(backends, sequences, took, strict=True):
+                    start = time.perf_counter()
+                    backend.logits(sequence, len(prompt), len(sequence), 0)
+                    seconds.append(time.perf_counter() - start)
+            for file_times, seconds in zip(times, took, strict=True):
+                file_times[mode, rows] = min(seconds)
+        del backends
     return times
 
 
@@ -204,17 +219,24 @@ def draft_time(path: Path, prompt: list[int], drafting: Drafting) -> float:
     return done.stats.working_s
 
 
-def measure(run: ShapeRun, folder: Path, tokenizer: Path, layers: int | None, prompt: list[int]) -> Measured:
-    ar_path, diffusion_path = write_shape(run.shape, run.file_type, folder, tokenizer, layers)
+def measure(run: ShapeRun, folder: Path, tokenizer: Path, cuts: list[int | None], prompt: list[int]) -> list[Measured]:
+    """The shape's times, written whole (`cuts` [None]) or at each layer count in `cuts`."""
+    files = [write_shape(run.shape, run.file_type, folder, tokenizer, layers) for layers in cuts]
     watching = watch()
-    measured = Measured()
-    measured.ar_token, measured.ar_draft = ar_times(ar_path, prompt)
-    measured.passes = pass_times(diffusion_path, prompt)
-    if run.drafting is not None:
-        measured.draft = draft_time(diffusion_path, prompt, run.drafting)
-    measured.load = watching.others() or 0.0
-    for path in (ar_path, diffusion_path):
-        path.unlink()
+    measured = [Measured() for _ in files]
+    for m, (ar_path, _) in zip(measured, files, strict=True):
+        m.ar_token, m.ar_draft = ar_times(ar_path, prompt)
+    for m, passes in zip(measured, pass_times([d for _, d in files], prompt), strict=True):
+        m.passes = passes
+    for m, (_, diffusion_path) in zip(measured, files, strict=True):
+        if run.drafting is not None:
+            m.draft = draft_time(diffusion_path, prompt, run.drafting)
+    load = watching.others() or 0.0
+    for m in measured:
+        m.load = load
+    for pair in files:
+        for path in pair:
+            path.unlink()
     return measured
 
 
@@ -291,8 +313,7 @@ def fmt(seconds: float) -> str:
 
 def rows_for(run: ShapeRun, measured: Measured, profile: CostProfile) -> list[Row]:
     mix = full_mix(run)
-    work = work_of(mix)
-    size = ModelSize(run.label, mix.total, 0, "none", work)
+    size = ModelSize(run.label, mix.total, 0, "none", mix)
     ar_costs = scaled_ar(profile.ar, size)
     assert ar_costs is not None, "the calibration recorded the embedded models' work"
     # The measured token is the mean over the 256 after the prompt: estimated at their middle one's context.
@@ -421,10 +442,10 @@ def main() -> None:
             if name in saved:
                 measured = saved[name]
             elif run.cut:
-                a, b = (measure(run, folder, tokenizer, layers, prompt) for layers in cut)
+                a, b = measure(run, folder, tokenizer, [cut[0], cut[1]], prompt)
                 measured = per_layer(a, b, (cut[0], cut[1]), run.shape.layers)
             else:
-                measured = measure(run, folder, tokenizer, None, prompt)
+                (measured,) = measure(run, folder, tokenizer, [None], prompt)
             saved[name] = measured
             if args.save_times:
                 save_times(args.save_times, saved)

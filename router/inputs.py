@@ -23,7 +23,6 @@ from models.remote import RemoteSource, is_remote_draft
 from models.tensor_mix import read_tensor_mix
 from router.cost import ExpectedTokens, asked_length
 from router.expected_lengths import LEARNT_KINDS, LengthBook, load_lengths
-from router.kernel_costs import work_of
 from router.policy import decide
 from router.profile import (
     CostProfile,
@@ -248,8 +247,7 @@ class RouteInputs:
             info = self.models.gguf_info(model.path)
             cacheable = role == "draft" and self.models.served_file(model.path, write=False).cached
             cache = _trained_for(self.models.runnable_cache(), info.block_causal_length) if cacheable else "none"
-            work = work_of(read_tensor_mix(info.path))
-            return ModelSize(model.name, info.n_parameters, info.file_size, cache, work)
+            return ModelSize(model.name, info.n_parameters, info.file_size, cache, read_tensor_mix(info.path))
         except ModelError:
             return None
 

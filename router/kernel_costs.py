@@ -6,18 +6,23 @@ Three figures per model, in Q8_0-weight equivalents. `decode`: a pass over one r
 weight read once, each type at its kernel's cost, plus each layer's operations' fixed costs (which is why a
 135M model costs more per weight than a 1.5B one). `batch`: a batched pass's fixed part (a diffusion pass's:
 the line through its costs at 4 to 64 rows, at no rows), which llama.cpp runs through other kernels than one
-row's (on AMX, tiles of 16 rows), so that it is no fixed share of `decode` from model to model: a smaller share
-at Qwen2.5-1.5B (Q8_0) than at the embedded 135M drafter, a larger one at LLaDA-8B (Q4_K). `row`: each further
-row of a batched pass (a diffusion block, a prompt), the kernels reusing the weights across rows, plus each
-layer's work per row that follows its width (norms, attention against the context). The figures were fitted to the
-passes measured at real shapes on an Intel Xeon with AMX_INT8, 2 cores (bench/real_shapes.py,
-docs/benchmarks.md); another CPU's kernels weigh the types differently, which its calibration scales only
-as a whole.
+row's (on AMX, tiles of 16 rows), so that it is no fixed share of `decode` from model to model. `row`: each
+further row of a batched pass (a diffusion block, a prompt), the kernels reusing the weights across rows, plus
+each layer's work per row that follows its width (norms, attention against the context).
+
+The kernels weigh the types differently from one CPU class to another (on an AMX CPU a Q8_0 or Q4_K matrix
+runs through tiles, a Q5_0 one does not; without AMX, Q5_0's rows cost about what Q8_0's do), so there is one
+table per class, each fitted to the passes `bench/real_shapes.py` measured on a 2-core machine of that class
+(docs/benchmarks.md). A profile records the table its works were counted with, and a model's costs are carried
+by that same table.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 
 from models.tensor_mix import TensorMix
 
@@ -34,40 +39,6 @@ class KernelCost:
         return self.decode if self.batch is None else self.batch
 
 
-# One row's and each further row's figures were first fitted to SmolLM2-135M (Q4_1), the embedded drafter (Q8_0),
-# Qwen2.5-0.5B (Q4_K_M: mostly Q5_0, its rows of 896 being no whole k-quant blocks), Qwen2.5-1.5B (Q8_0 and
-# Q4_K_M), Qwen3-1.7B (Q8_0) and LLaDA-8B at 2 and 6 layers (Q4_K_M). Q5_0's, Q4_K's and Q6_K's three figures
-# and the per-layer constants below were then fitted, from the embedded drafter's calibration, to four runs of
-# `bench/real_shapes.py` (Qwen2.5-0.5B, Fast-dLLM v2 1.5B, SDAR-1.7B, LLaDA-8B; the 8B's one-row times ranged
-# from 267 to 416 ms between them, and the figures sit between). Types none of them holds take the ratios of
-# four-layer probes at width 2048 (`bench/real_shapes.py --kernels`), their batched passes' fixed part at one
-# row's cost.
-KERNEL_COSTS: dict[str, KernelCost] = {
-    "Q8_0": KernelCost(1.0, 1.0, 1.0),
-    "Q4_0": KernelCost(0.96, 1.27),
-    "Q4_1": KernelCost(0.55, 1.58),
-    "Q5_0": KernelCost(1.99, 5.75, 2.19),
-    "Q5_1": KernelCost(1.99, 5.75, 2.19),
-    "Q4_K": KernelCost(1.0, 1.22, 1.79),
-    "Q5_K": KernelCost(1.05, 1.9),
-    "Q6_K": KernelCost(1.44, 2.84, 0.9),
-    "F16": KernelCost(1.95, 3.09),
-    "BF16": KernelCost(2.29, 2.5),
-}
-# A type not in the table: about what Q6_K costs.
-UNKNOWN = KernelCost(1.44, 2.84)
-# Each layer's fixed costs in a one-row pass (its operations' set-up: a 135M model's 30 layers cost as much as
-# 66M weights) and in a batched one (more operations, and each over more rows), and its work per row per unit of
-# width (norms, attention against the context).
-LAYER_DECODE = 2.2e6
-LAYER_BATCH = 4.07e6
-LAYER_ROW_PER_WIDTH = 10.5e3
-
-
-def kernel_cost(kind: str) -> KernelCost:
-    return KERNEL_COSTS.get(kind, UNKNOWN)
-
-
 @dataclass(frozen=True)
 class ModelWork:
     """A model's work per pass, in Q8_0-equivalent weights: one row's, and each further row's; and `context`,
@@ -81,12 +52,123 @@ class ModelWork:
     batch: float = 0.0
 
 
-def work_of(mix: TensorMix) -> ModelWork:
-    return ModelWork(
-        decode=sum(count * kernel_cost(kind).decode for kind, count in mix.parameters) + mix.layers * LAYER_DECODE,
-        row=sum(count * kernel_cost(kind).row for kind, count in mix.parameters)
-        + mix.layers * mix.width * LAYER_ROW_PER_WIDTH,
-        vocab=mix.vocab,
-        context=float(mix.layers * mix.width),
-        batch=sum(count * kernel_cost(kind).batch_cost for kind, count in mix.parameters) + mix.layers * LAYER_BATCH,
-    )
+@dataclass(frozen=True)
+class KernelTable:
+    """One CPU class's kernel costs per type (`unknown`: a type not listed), and each layer's fixed costs in a
+    one-row pass (its operations' set-up) and in a batched one (more operations, each over more rows), and its
+    work per row per unit of width (norms, attention against the context)."""
+
+    name: str  # as profiles record it
+    label: str  # as a writer reads it
+    costs: Mapping[str, KernelCost]
+    unknown: KernelCost
+    layer_decode: float
+    layer_batch: float
+    layer_row_per_width: float
+
+    def cost(self, kind: str) -> KernelCost:
+        return self.costs.get(kind, self.unknown)
+
+    def work(self, mix: TensorMix) -> ModelWork:
+        def total(figure: str) -> float:
+            return sum(count * getattr(self.cost(kind), figure) for kind, count in mix.parameters)
+
+        return ModelWork(
+            decode=total("decode") + mix.layers * self.layer_decode,
+            row=total("row") + mix.layers * mix.width * self.layer_row_per_width,
+            vocab=mix.vocab,
+            context=float(mix.layers * mix.width),
+            batch=total("batch_cost") + mix.layers * self.layer_batch,
+        )
+
+
+# Intel Xeon with AMX_INT8. One row's and each further row's figures were first fitted to SmolLM2-135M (Q4_1),
+# the embedded drafter (Q8_0), Qwen2.5-0.5B (Q4_K_M: mostly Q5_0, its rows of 896 being no whole k-quant
+# blocks), Qwen2.5-1.5B (Q8_0 and Q4_K_M), Qwen3-1.7B (Q8_0) and LLaDA-8B at 2 and 6 layers (Q4_K_M). Q5_0's,
+# Q4_K's and Q6_K's three figures and the per-layer constants were then fitted, from the embedded drafter's
+# calibration, to four runs of `bench/real_shapes.py` (Qwen2.5-0.5B, Fast-dLLM v2 1.5B, SDAR-1.7B, LLaDA-8B;
+# the 8B's one-row times ranged from 267 to 416 ms between them, and the figures sit between). Types none of
+# them holds take the ratios of four-layer probes at width 2048 (`bench/real_shapes.py --kernels`), their
+# batched passes' fixed part at one row's cost.
+AMX = KernelTable(
+    name="amx",
+    label="CPUs with AMX",
+    costs={
+        "Q8_0": KernelCost(1.0, 1.0, 1.0),
+        "Q4_0": KernelCost(0.96, 1.27),
+        "Q4_1": KernelCost(0.55, 1.58),
+        "Q5_0": KernelCost(1.99, 5.75, 2.19),
+        "Q5_1": KernelCost(1.99, 5.75, 2.19),
+        "Q4_K": KernelCost(1.0, 1.22, 1.79),
+        "Q5_K": KernelCost(1.05, 1.9),
+        "Q6_K": KernelCost(1.44, 2.84, 0.9),
+        "F16": KernelCost(1.95, 3.09),
+        "BF16": KernelCost(2.29, 2.5),
+    },
+    unknown=KernelCost(1.44, 2.84),  # about what Q6_K costs
+    layer_decode=2.2e6,  # a 135M model's 30 layers cost as much in a one-row pass as 66M weights
+    layer_batch=4.07e6,
+    layer_row_per_width=10.5e3,
+)
+# AMD EPYC with AVX-512 (and AVX512_BF16), no AMX. Q4_1's one row (the embedded AR model's), Q5_0's, Q4_K's and
+# Q6_K's figures and the per-layer constants fitted alike, to three runs of `bench/real_shapes.py` there (one
+# stopped after two of its four shapes); the other types take the ratios of its four-layer probes (Q6_K's row too,
+# which the runs left open), their batched passes' fixed part at one row's cost.
+AVX512 = KernelTable(
+    name="avx512",
+    label="CPUs without AMX",
+    costs={
+        "Q8_0": KernelCost(1.0, 1.0, 1.0),
+        "Q4_0": KernelCost(0.59, 0.66),
+        "Q4_1": KernelCost(1.28, 2.56),
+        "Q5_0": KernelCost(1.15, 1.15, 1.52),
+        "Q5_1": KernelCost(1.15, 1.15, 1.52),
+        "Q4_K": KernelCost(0.75, 0.81, 0.82),
+        "Q5_K": KernelCost(0.75, 0.37),
+        "Q6_K": KernelCost(0.45, 0.53, 1.25),
+        "F16": KernelCost(1.16, 1.15),
+        "BF16": KernelCost(1.16, 0.63),
+    },
+    unknown=KernelCost(0.75, 0.81),  # about what Q4_K costs
+    layer_decode=2.1e6,
+    layer_batch=3.65e6,
+    layer_row_per_width=5.8e3,
+)
+# What ggml's AMX kernels need; a CPU without it runs the AVX-512 (or AVX2) kernels.
+AMX_FLAG = "amx_int8"
+# Profiles name the table their works were counted by: a table's figures, once shipped, change under a new name.
+TABLES = {table.name: table for table in (AMX, AVX512)}
+# The table a profile written before tables were per CPU class counted its works with.
+FORMER_TABLE = AMX
+
+
+def table_for(cpu_flags: frozenset[str]) -> KernelTable:
+    return AMX if AMX_FLAG in cpu_flags else AVX512
+
+
+def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
+    """This CPU's feature flags (none where there is no /proc/cpuinfo)."""
+    try:
+        for line in cpuinfo.read_text(encoding="utf-8", errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("flags", "Features"):
+                return frozenset(value.split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+@cache
+def machine_table() -> KernelTable:
+    """The table for this machine's CPU class."""
+    return table_for(cpu_flags())
+
+
+def named_table(name: str) -> KernelTable:
+    """The table a profile names (a profile from before the tables were per class names none)."""
+    return TABLES.get(name, FORMER_TABLE)
+
+
+def work_of(mix: TensorMix, table: KernelTable | None = None) -> ModelWork:
+    """`mix`'s work by `table` (this machine's by default)."""
+    return (table or machine_table()).work(mix)

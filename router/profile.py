@@ -14,7 +14,8 @@ from typing import Any, Literal
 import tomli_w
 
 from engines.diffusion.backend import CACHE_MODES
-from router.kernel_costs import ModelWork
+from models.tensor_mix import TensorMix
+from router.kernel_costs import ModelWork, named_table
 
 PROFILE_VERSION = 1
 DeviceClass = Literal["cpu", "gpu"]
@@ -37,6 +38,8 @@ class ArCosts:
     row_work: float = 0.0
     vocab: int = 0
     context_work: float = 0.0
+    # The kernel table (router/kernel_costs.py) the works were counted with: another model's are counted alike.
+    kernels: str = ""
     scaled_from: str = ""
 
     def token_seconds(self, context: float) -> float:
@@ -78,6 +81,7 @@ class DiffusionCosts:
     # What a pass's fixed part (pass_base_s) follows (router/kernel_costs.py); 0 in a profile written before it
     # was counted apart from one row's work, which stands in for it.
     batch_work: float = 0.0
+    kernels: str = ""  # as ArCosts.kernels
     scaled_from: str = ""
     # A draft engine on another machine (models.draft = sharpen:URL or openai:URL#MODEL): the round trip each
     # draft adds, and for a text-only server (no passes to count) the seconds per token its drafts took.
@@ -143,8 +147,13 @@ class ModelSize:
     weight_bytes: int
     # The cache its passes would use (llama.cpp keeps a KV cache for the file it is served from).
     cache: str = "none"
-    # Its work per pass by weight type (a GGUF's; None for a checkpoint folder).
-    work: ModelWork | None = None
+    # Its matrices by weight type, what its work per pass is counted from (a GGUF's; None for a checkpoint
+    # folder).
+    mix: TensorMix | None = None
+
+    def work(self, kernels: str) -> ModelWork | None:
+        """Its work by the named kernel table (router/kernel_costs.py), None where its mix is unknown."""
+        return None if self.mix is None else named_table(kernels).work(self.mix)
 
 
 # Sustained throughput of a forward pass per CPU core (llama.cpp, quantized weights, AVX2/AVX-512), and
@@ -193,7 +202,7 @@ def scaled_ar(measured: ArCosts, target: ModelSize) -> ArCosts | None:
     """`target`'s AR costs from another model's measured ones, by their work (router/kernel_costs.py): a token
     is a one-row pass, a prompt's tokens further rows, a token's attention to its context follows the layers'
     width. None where either model's work is unknown."""
-    work = target.work
+    work = target.work(measured.kernels)
     if work is None or not measured.measured or min(measured.decode_work, measured.row_work, work.row) <= 0:
         return None
     return ArCosts(
@@ -206,6 +215,7 @@ def scaled_ar(measured: ArCosts, target: ModelSize) -> ArCosts | None:
         row_work=work.row,
         vocab=work.vocab,
         context_work=work.context,
+        kernels=measured.kernels,
         scaled_from=measured.model,
     )
 
@@ -220,7 +230,7 @@ def scaled_diffusion(measured: DiffusionCosts, target: ModelSize, device: Device
     fixed work, its cost per position by each further row's, its cost per position of context by the layers'
     width, the sampler's by the vocabulary. Passes per token under a threshold are the model's own, so the
     device's default. None where either model's work is unknown."""
-    work = target.work
+    work = target.work(measured.kernels)
     if work is None or not measured.measured or min(measured.decode_work, measured.row_work, work.row) <= 0:
         return None
     vocab_ratio = work.vocab / measured.vocab if measured.vocab > 0 and work.vocab > 0 else 1.0
@@ -244,6 +254,7 @@ def scaled_diffusion(measured: DiffusionCosts, target: ModelSize, device: Device
         vocab=work.vocab,
         context_work=work.context,
         batch_work=work.batch,
+        kernels=measured.kernels,
         scaled_from=measured.model,
     )
 

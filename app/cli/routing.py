@@ -16,6 +16,7 @@ from app.storage.config import at_least
 from router.cost import DiffusionPlan, diffusion_faster, draft_estimates
 from router.cost_measurement import QUICK, CalibrationSizes
 from router.crossover import Stretch, sentence, stretches, turning_points
+from router.kernel_costs import named_table
 from router.policy import SHORT_OUTPUT_TOKENS, STEPS_PER_TOKEN, diffusion_plan
 from router.profile import CostProfile, render_profile
 from router.request import ENGINES, KINDS, POLICIES, QUALITIES, EngineName, Estimate, Request
@@ -93,7 +94,10 @@ def route(args: argparse.Namespace) -> int:
             if not costs.model:
                 how = "default costs"
             elif costs.scaled_from:
-                how = f"estimated for {costs.model} from the costs measured for {costs.scaled_from}, by their files"
+                how = (
+                    f"estimated for {costs.model} from the costs measured for {costs.scaled_from}, by their files' "
+                    f"work at the kernel costs of {named_table(costs.kernels).label}"
+                )
             else:
                 how = f"measured for {costs.model}" if costs.measured else f"estimated from the size of {costs.model}"
             print(f"  {marker} {engine_label(name):9} {estimate.seconds:8.2f} s  {estimate.detail} ({how})")

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 from busy_cpu import busy_processes
 
@@ -12,14 +15,19 @@ from app.storage.atomic import write_atomic
 from engines.cancel import CancelToken
 from engines.diffusion.engine import DiffusionEngine
 from engines.diffusion.llama_backend import LlamaDiffusionBackend
+from engines.diffusion.load_settings import DiffusionLoadSettings
 from engines.diffusion.settings import DiffusionSettings
 from engines.events import DiffusionStats, FinishReason
 from engines.llama_ar import LlamaAREngine
 from engines.threads import available_cores
 from router.cost import estimate_ar, estimate_diffusion, pass_seconds
 from router.cost_measurement import (
+    BLOCK_PASS_TIMINGS,
+    BLOCK_ROWS,
+    CONTEXT_TOKENS,
     QUICK,
     CalibrationCancelled,
+    DiffusionMeasurement,
     calibrate,
     context_line,
     draft_scale,
@@ -29,6 +37,8 @@ from router.cost_measurement import (
 from router.machine_load import BUSY_SHARE
 from router.profile import ArCosts, CostProfile, DiffusionCosts, default_profile, load_profile, save_profile
 from router.request import DiffusionPlan
+
+SLOW_SPELL_S = 0.05
 
 
 @pytest.fixture(scope="module")
@@ -249,3 +259,33 @@ def test_the_sampler_s_own_time_is_apart_from_the_passes() -> None:
     assert per_row == pytest.approx(0.16 / (8 * 8))
     with_sampler = replace(line, sampler_s_per_row=per_row)
     assert estimate_diffusion(32, 20, 0, plan, with_sampler).seconds == pytest.approx(bare + 0.16)
+
+
+def test_a_block_pass_is_timed_against_its_settled_context_and_its_fastest_timing_kept(
+    tiny_cacheable_path: Path,
+) -> None:
+    """A shared machine runs in spells up to 25% slower: each block pass is timed BLOCK_PASS_TIMINGS times
+    after its context is settled, and a slow timing among them never reaches the line."""
+    backend = LlamaDiffusionBackend(tiny_cacheable_path, DiffusionLoadSettings(cache="block"))
+    assert backend.cache_mode == "block", backend.cache_note
+    measurement = DiffusionMeasurement(DiffusionEngine(backend, "tiny-block"), QUICK, DiffusionSettings())
+    calls: list[int] = []
+    logits = backend.logits
+
+    def slow_but_the_last(*args: Any) -> np.ndarray:
+        calls.append(1)
+        # Per pass: the context settled, then the timed passes, all but the last in a slow spell.
+        if 0 < (len(calls) - 1) % (BLOCK_PASS_TIMINGS + 1) < BLOCK_PASS_TIMINGS:
+            time.sleep(SLOW_SPELL_S)
+        return logits(*args)
+
+    backend.logits = slow_but_the_last  # type: ignore[method-assign,assignment]
+    _warm_up, *timed = measurement.rounds()[0]
+    for _label, step in timed:
+        step()
+    assert len(calls) == len(measurement.passes) * (BLOCK_PASS_TIMINGS + 1)
+    assert len(measurement.points) == len(measurement.passes)
+    assert all(seconds < SLOW_SPELL_S for _, _, seconds in measurement.points)
+    assert {(context, rows) for context, rows, _ in measurement.points} == {
+        (context, rows) for context in CONTEXT_TOKENS for rows in BLOCK_ROWS
+    }
