@@ -167,8 +167,3 @@ def machine_table() -> KernelTable:
 def named_table(name: str) -> KernelTable:
     """The table a profile names (a profile from before the tables were per class names none)."""
     return TABLES.get(name, FORMER_TABLE)
-
-
-def work_of(mix: TensorMix, table: KernelTable | None = None) -> ModelWork:
-    """`mix`'s work by `table` (this machine's by default)."""
-    return (table or machine_table()).work(mix)
