@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import platform
 import signal
 import subprocess
 import sys
@@ -11,22 +10,8 @@ from pathlib import Path
 
 import llama_cpp
 
-# /proc/cpuinfo flag -> the name ggml's system info gives the same feature.
-X86_FEATURES = {
-    "avx": "AVX",
-    "avx2": "AVX2",
-    "fma": "FMA",
-    "f16c": "F16C",
-    "bmi2": "BMI2",
-    "ssse3": "SSSE3",
-    "avx_vnni": "AVX_VNNI",
-    "avx512f": "AVX512",
-    "avx512_vbmi": "AVX512_VBMI",
-    "avx512vbmi": "AVX512_VBMI",
-    "avx512_vnni": "AVX512_VNNI",
-    "avx512_bf16": "AVX512_BF16",
-    "amx_int8": "AMX_INT8",
-}
+from engines.cpu_info import X86_FEATURES, CpuInfo
+
 AMX_FEATURE = "AMX_INT8"
 # What leaves ggml's AMX kernels out of a build that lacks scripts/llama-cpp-patches/amx-tile-config.patch.
 NO_AMX_FLAGS = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
@@ -47,19 +32,6 @@ class BuildInfo:
     gpu_offload: bool
 
 
-@dataclass(frozen=True)
-class CpuInfo:
-    model: str
-    machine: str  # platform.machine(): x86_64, aarch64, arm64
-    system: str  # platform.system(): Linux, Darwin, Windows
-    flags: frozenset[str]  # /proc/cpuinfo flags (empty where there is no /proc/cpuinfo)
-
-    @property
-    def features(self) -> frozenset[str]:
-        """The CPU's features under ggml's names."""
-        return frozenset(X86_FEATURES[flag] for flag in self.flags if flag in X86_FEATURES)
-
-
 def parse_features(system_info: str) -> frozenset[str]:
     """ "CPU : SSE3 = 1 | AVX2 = 1 | AMX_INT8 = 1 | ..." -> {"SSE3", "AVX2", "AMX_INT8"}."""
     features: set[str] = set()
@@ -78,21 +50,6 @@ def build_info() -> BuildInfo:
         features=parse_features(info),
         gpu_offload=bool(llama_cpp.llama_supports_gpu_offload()),
     )
-
-
-def cpu_info(cpuinfo: Path = Path("/proc/cpuinfo")) -> CpuInfo:
-    model, flags = platform.processor() or "", ""
-    try:
-        for line in cpuinfo.read_text(encoding="utf-8", errors="replace").splitlines():
-            key, _, value = line.partition(":")
-            key = key.strip()
-            if key == "model name" and not model.startswith(value.strip()):
-                model = value.strip()
-            elif key in ("flags", "Features") and not flags:
-                flags = value
-    except OSError:
-        pass
-    return CpuInfo(model, platform.machine(), platform.system(), frozenset(flags.split()))
 
 
 def batched_decode_crashes(model: Path, python: str = sys.executable, timeout_s: float = 120) -> bool:

@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 
+from engines.cpu_info import cpu_info
 from models.tensor_mix import TensorMix
 
 
@@ -146,22 +146,10 @@ def table_for(cpu_flags: frozenset[str]) -> KernelTable:
     return AMX if AMX_FLAG in cpu_flags else AVX512
 
 
-def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
-    """This CPU's feature flags (none where there is no /proc/cpuinfo)."""
-    try:
-        for line in cpuinfo.read_text(encoding="utf-8", errors="replace").splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() in ("flags", "Features"):
-                return frozenset(value.split())
-    except OSError:
-        pass
-    return frozenset()
-
-
 @cache
 def machine_table() -> KernelTable:
     """The table for this machine's CPU class."""
-    return table_for(cpu_flags())
+    return table_for(cpu_info().flags)
 
 
 def named_table(name: str) -> KernelTable:

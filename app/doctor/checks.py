@@ -22,16 +22,15 @@ from app.orchestration.remote_drafts import RemoteDrafts
 from app.service import SharpenService
 from app.storage.config import Config, ConfigError, ModelsSection, load_config
 from app.storage.paths import SharpenPaths, sharpen_paths
+from engines.cpu_info import CpuInfo, cpu_info
 from engines.diffusion.llama_backend import NO_DUAL_CACHE, fills_gaps
 from engines.llama_build import (
     NO_AMX_FLAGS,
     BuildInfo,
-    CpuInfo,
     amx_in_use,
     batched_decode_crashes,
     build_info,
     build_problems,
-    cpu_info,
 )
 from engines.threads import YIELD_AT_CORES, CpuLoad, auto_threads, available_cores
 from models.catalogue import resolve_model

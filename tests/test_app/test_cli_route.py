@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
+from router.kernel_costs import machine_table
 
 
 def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
@@ -51,7 +52,7 @@ def test_route_explain_shows_both_estimates(tiny_cacheable_path: Path, capsys: p
 
 
 def test_calibrate_quick_then_show(
-    tiny_cacheable_path: Path, sharpen_home: Path, capsys: pytest.CaptureFixture[str]
+    tiny_cacheable_path: Path, tiny_dream_path: Path, sharpen_home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["config", "set", "models.draft", str(tiny_cacheable_path)]) == 0
     assert main(["calibrate", "--quick"]) == 0
@@ -62,6 +63,14 @@ def test_calibrate_quick_then_show(
     assert "calibrated = true" in capsys.readouterr().out
     route = run_json(capsys, "route", "--kind", "draft", "--tokens", "100", "--json")
     assert route["calibrated"] is True
+    # Another draft model: its costs carried from the ones measured, by the two files' work at the kernel costs
+    # of this machine's CPU class, which the explanation names.
+    assert main(["config", "set", "models.draft", str(tiny_dream_path)]) == 0
+    capsys.readouterr()
+    assert main(["route", "--kind", "draft", "--tokens", "100", "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert f"estimated for {tiny_dream_path.name} from the costs measured for {tiny_cacheable_path.name}" in out
+    assert f"by their files' work at the kernel costs of {machine_table().label})" in out
 
 
 def test_corrupt_profile_warns_and_routes_on_defaults(sharpen_home: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -15,7 +15,8 @@ from app.cli import main
 from app.doctor.checks import amx_crashes, check_build, check_threads, rebuild_command
 from app.storage.atomic import write_atomic
 from app.storage.config import Config
-from engines.llama_build import NO_AMX_FLAGS, BuildInfo, CpuInfo, amx_in_use, build_info, cpu_info, parse_features
+from engines.cpu_info import CpuInfo, cpu_info
+from engines.llama_build import NO_AMX_FLAGS, BuildInfo, amx_in_use, build_info, parse_features
 from engines.threads import available_cores
 from router.profile import ArCosts, CostProfile, DiffusionCosts, save_profile
 

@@ -10,16 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from engines.cpu_info import CpuInfo, cpu_info
 from engines.events import Done, GenerationStats
 from engines.llama_ar import LlamaAREngine
 from engines.llama_build import (
     NO_AMX_FLAGS,
     BuildInfo,
-    CpuInfo,
     batched_decode_crashes,
     build_info,
     build_problems,
-    cpu_info,
     parse_features,
 )
 from models.catalogue import resolve_model
@@ -89,8 +88,6 @@ def test_a_process_killed_by_an_illegal_instruction_is_a_crash(tmp_path: Path) -
 
 
 def test_the_installed_build_matches_this_cpu() -> None:
-    from engines.llama_build import cpu_info
-
     fatal = [p.message for p in build_problems(build_info(), cpu_info()) if p.fatal]
     assert not fatal, f"{fatal}; rebuild llama-cpp-python for this machine with ./scripts/bootstrap"
 

@@ -11,6 +11,7 @@ import pytest
 from app.service import SharpenService
 from app.storage.config import load_config, set_value
 from app.storage.paths import sharpen_paths
+from engines.cpu_info import cpu_info
 from models.gguf_header import read_gguf_header
 from models.tensor_mix import mix_of, read_tensor_mix
 from router.cost_measurement import QUICK
@@ -19,7 +20,6 @@ from router.kernel_costs import (
     AVX512,
     FORMER_TABLE,
     KernelCost,
-    cpu_flags,
     machine_table,
     named_table,
     table_for,
@@ -91,18 +91,14 @@ def test_a_batched_pass_s_fixed_part_is_weighed_apart_from_one_row_s() -> None:
     assert AMX.work(q4_k).batch / AMX.work(q4_k).decode > AMX.work(q8_0).batch / AMX.work(q8_0).decode
 
 
-def test_each_cpu_class_has_its_own_table(tmp_path: Path) -> None:
+def test_each_cpu_class_has_its_own_table() -> None:
     """The kernels weigh the types differently with AMX and without: Q5_0's batched rows cost several times
     Q8_0's through AMX tiles, about as much without them."""
     assert table_for(frozenset({"avx512f", "amx_tile", "amx_int8"})) is AMX
     assert table_for(frozenset({"avx512f", "avx512_bf16"})) is AVX512
     assert table_for(frozenset()) is AVX512, "no /proc/cpuinfo: the class without AMX"
     assert AMX.cost("Q5_0").row > 2 * AVX512.cost("Q5_0").row
-    cpuinfo = tmp_path / "cpuinfo"
-    cpuinfo.write_text("processor\t: 0\nmodel name\t: Some CPU\nflags\t\t: fpu avx2 amx_int8\n\nprocessor\t: 1\n")
-    assert cpu_flags(cpuinfo) == frozenset({"fpu", "avx2", "amx_int8"})
-    assert cpu_flags(tmp_path / "missing") == frozenset()
-    assert machine_table() is table_for(cpu_flags())
+    assert machine_table() is table_for(cpu_info().flags)
     assert named_table(AVX512.name) is AVX512 and named_table(AMX.name) is AMX
     assert named_table("") is FORMER_TABLE, "a profile from before the tables were per class"
 
