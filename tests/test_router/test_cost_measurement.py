@@ -25,6 +25,7 @@ from router.cost_measurement import (
     BLOCK_PASS_TIMINGS,
     BLOCK_ROWS,
     CONTEXT_TOKENS,
+    DRAFT_TIMINGS,
     QUICK,
     CalibrationCancelled,
     DiffusionMeasurement,
@@ -289,3 +290,35 @@ def test_a_block_pass_is_timed_against_its_settled_context_and_its_fastest_timin
     assert {(context, rows) for context, rows, _ in measurement.points} == {
         (context, rows) for context in CONTEXT_TOKENS for rows in BLOCK_ROWS
     }
+
+
+def test_the_calibration_s_draft_runs_several_times_and_its_fastest_sets_the_scale(tiny_cacheable_path: Path) -> None:
+    """One draft sets the level every diffusion estimate carries: a draft in a slow spell is outrun by another."""
+    backend = LlamaDiffusionBackend(tiny_cacheable_path, DiffusionLoadSettings(cache="block"))
+    measurement = DiffusionMeasurement(DiffusionEngine(backend, "tiny-block"), QUICK, DiffusionSettings())
+    drafts: list[int] = []
+    draft, logits = measurement.engine.draft, backend.logits
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        drafts.append(1)
+        return draft(*args, **kwargs)
+
+    def slow_in_all_drafts_but_the_last(*args: Any) -> np.ndarray:
+        if len(drafts) < DRAFT_TIMINGS:
+            time.sleep(SLOW_SPELL_S)
+        return logits(*args)
+
+    measurement.engine.draft = counted  # type: ignore[method-assign]
+    backend.logits = slow_in_all_drafts_but_the_last  # type: ignore[method-assign,assignment]
+    _label, step = measurement.draft_step()
+    step()
+    assert len(drafts) == DRAFT_TIMINGS
+    assert measurement.stats is not None and measurement.stats.passes > 0
+    assert measurement.stats.backend_s < SLOW_SPELL_S * measurement.stats.passes, "a slow draft's time was kept"
+
+
+def test_a_line_runs_through_each_size_s_fastest_round() -> None:
+    """Noise only slows a pass: a round in a slow spell does not lift the line."""
+    rounds = [(context, rows, 0.01 + 0.001 * rows) for context in (128, 384) for rows in (4, 64)]
+    slow = [(context, rows, 2 * seconds) for context, rows, seconds in rounds]
+    assert context_line(rounds + slow) == context_line(rounds)
