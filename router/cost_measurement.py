@@ -61,7 +61,8 @@ CONTEXT_TOKENS = (128, 384)
 BLOCK_PASS_TIMINGS = 5
 # The draft that scales the passes' line to what a draft's passes cost runs this many times, its fastest kept:
 # one draft of the embedded drafter takes about two seconds, and four calibrations in a row read that scale
-# 1.04, 1.07, 1.07 and 1.38 (a slow spell), which every diffusion estimate carries.
+# 1.04, 1.07, 1.07 and 1.38 (a slow spell), which every diffusion estimate carries; the fastest of three read
+# 1.16, 1.22 and 1.19 in three more (against lines through the fastest rounds).
 DRAFT_TIMINGS = 3
 # AR's tokens are timed after the calibration's prompt and after this share of it.
 SHORT_PROMPT_SHARE = 8
@@ -316,9 +317,9 @@ def token_line(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
 
 def _fit_line(points: Sequence[tuple[int, float]]) -> tuple[float, float]:
     """Least-squares seconds = base + slope x positions through each size's fastest round (a shared machine's
-    noise only ever slows a pass: the medians of three rounds had put the embedded drafter's 64-row pass at 131
-    to 136 ms in three calibrations and at 110 in a fourth), both kept non-negative (one slow pass of the
-    largest size had tilted the line by half)."""
+    noise only ever slows a pass: through the medians of three rounds, four calibrations in a row put the
+    embedded drafter's line at 64 rows at 110 to 136 ms; through the fastest, three more at 112 ms), both kept
+    non-negative (one slow pass of the largest size had tilted the line by half)."""
     sizes = sorted({p for p, _ in points})
     x = np.array(sizes, dtype=np.float64)
     y = np.array([min(s for p, s in points if p == size) for size in sizes], dtype=np.float64)
