@@ -51,19 +51,15 @@ INSTRUCTION = "Write a short email to a colleague about moving our weekly meetin
 THRESHOLD = 0.9
 # Rows of the passes measured for block-causal decoding (its passes decode one block each), after contexts
 # of CONTEXT_TOKENS cached positions (whole blocks of every size), as a draft's passes run: a pass's cost
-# grows with the context it attends to.
+# grows with the context it attends to. Three contexts, far apart, so that noise moves little cost between a
+# pass's fixed part, its rows and its context (context_line).
 BLOCK_ROWS = (4, 8, 16, 32, 64)
-CONTEXT_TOKENS = (128, 384)
+CONTEXT_TOKENS = (64, 384, 768)
 # A block's pass is timed this many times against each settled context, and its fastest timing kept: it costs
 # milliseconds where settling the context costs tenths of a second, and a shared machine runs in spells of a
 # few seconds up to 25% slower (the embedded drafter's 64-row pass, idle: 119-125 ms, then 147-152 ms), which
 # one timing a round lands in or not. The draft measured after the passes sets the level drafts run at.
 BLOCK_PASS_TIMINGS = 5
-# The draft that scales the passes' line to what a draft's passes cost runs this many times, its fastest kept:
-# one draft of the embedded drafter takes about two seconds, and four calibrations in a row read that scale
-# 1.04, 1.07, 1.07 and 1.38 (a slow spell), which every diffusion estimate carries; the fastest of three read
-# 1.16, 1.22 and 1.19 in three more (against lines through the fastest rounds).
-DRAFT_TIMINGS = 3
 # AR's tokens are timed after the calibration's prompt and after this share of it.
 SHORT_PROMPT_SHARE = 8
 
@@ -75,9 +71,13 @@ class CalibrationSizes:
     canvas_sizes: tuple[int, ...] = (64, 128, 256)
     threshold_tokens: int = 64
     repeats: int = 3
+    context_tokens: tuple[int, ...] = CONTEXT_TOKENS
 
 
-QUICK = CalibrationSizes(prompt_tokens=64, decode_tokens=16, canvas_sizes=(16, 32), threshold_tokens=32, repeats=1)
+# Before a first draft (router.auto_calibrate): seconds, so two shorter contexts (each settled once per size).
+QUICK = CalibrationSizes(
+    prompt_tokens=64, decode_tokens=16, canvas_sizes=(16, 32), threshold_tokens=32, repeats=1, context_tokens=(64, 384)
+)
 
 
 def _done(events: Iterable[Event]) -> Done:
@@ -159,10 +159,10 @@ class DiffusionMeasurement:
         self.block = backend.cache_mode == "block"
         if self.block:
             # A block-causal pass decodes one block against the settled ones: a few rows are what count.
-            text = backend.tokenize(PROMPT_TEXT * (max(CONTEXT_TOKENS) // 20), add_bos=True)
+            text = backend.tokenize(PROMPT_TEXT * (max(sizes.context_tokens) // 20), add_bos=True)
             self.passes = [
                 (np.array([*text[:context], *[mask] * rows]), context)
-                for context in CONTEXT_TOKENS
+                for context in sizes.context_tokens
                 for rows in BLOCK_ROWS
             ]
         else:
@@ -170,9 +170,9 @@ class DiffusionMeasurement:
             self.passes = [(np.array([*prompt, *[mask] * n]), len(prompt)) for n in sizes.canvas_sizes]
         # (cached context, positions decoded, seconds): a full pass has no cached context.
         self.points: list[tuple[int, int, float]] = []
-        # A draft as the user's settings run it, with their threshold or Fast-dLLM's 0.9.
+        # A draft as the user's settings run it, with their threshold or Fast-dLLM's 0.9: one a round.
         self.settings = replace(settings, threshold=settings.threshold or THRESHOLD)
-        self.stats: DiffusionStats | None = None
+        self.drafts: list[DiffusionStats] = []
 
     def warm_up(self) -> None:
         """A loaded model's first passes run about twice as slow as a draft's (measured on the embedded drafter:
@@ -187,7 +187,7 @@ class DiffusionMeasurement:
 
     def rounds(self) -> list[list[Step]]:
         """One round per repeat: each size untimed (passes right after an AR step ran 1.5x slower on the
-        embedded drafter, for a few passes), then each size timed."""
+        embedded drafter, for a few passes), then each size timed, then a draft."""
         return [
             [
                 ("diffusion: warming up", self.warm_up_passes),
@@ -195,6 +195,7 @@ class DiffusionMeasurement:
                     (f"diffusion: a pass over {len(seq)} positions", self._pass(seq, first))
                     for seq, first in self.passes
                 ),
+                self.draft_step(),
             ]
             for _ in range(self.sizes.repeats)
         ]
@@ -233,22 +234,28 @@ class DiffusionMeasurement:
     def _draft(self) -> None:
         # Passes per token of the text it wrote (it stops at end-of-text, as drafts do); greedy, so each run
         # drafts the same text in the same passes.
-        runs = []
-        for _ in range(DRAFT_TIMINGS):
-            stats = _done(self.engine.draft(INSTRUCTION, self.sizes.threshold_tokens, self.settings)).stats
-            assert isinstance(stats, DiffusionStats)
-            runs.append(stats)
-        self.stats = min(runs, key=lambda stats: stats.backend_s)
+        stats = _done(self.engine.draft(INSTRUCTION, self.sizes.threshold_tokens, self.settings)).stats
+        assert isinstance(stats, DiffusionStats)
+        self.drafts.append(stats)
+
+    @property
+    def stats(self) -> DiffusionStats | None:
+        """The fastest draft: it sets the level every diffusion estimate carries, and this machine's slow states
+        last minutes (two calibrations in a row, idle, read the drafter's 64-row pass at 118 and 146 ms at their
+        fastest, AR's token at 6.8 and 7.2 ms), so the drafts are one a round, spread over the calibration,
+        like the passes whose line they scale."""
+        return min(self.drafts, key=lambda stats: stats.backend_s, default=None)
 
     def costs(self) -> DiffusionCosts:
-        assert self.stats is not None, "the draft step ran"
+        stats = self.stats
+        assert stats is not None, "a draft step ran"
         line = replace(context_line(self.points), cache=self.engine.backend.cache_mode)
-        passes_per_token = min(1.0, self.stats.passes / max(1, self.stats.generated_tokens))
-        scaled = replace(line.slower(draft_scale(self.stats, self.settings, line)), model=self.engine.model_name)
+        passes_per_token = min(1.0, stats.passes / max(1, stats.generated_tokens))
+        scaled = replace(line.slower(draft_scale(stats, self.settings, line)), model=self.engine.model_name)
         return replace(
             scaled,
             threshold_passes_per_token=passes_per_token,
-            sampler_s_per_row=sampler_seconds_per_row(self.stats, self.settings),
+            sampler_s_per_row=sampler_seconds_per_row(stats, self.settings),
         )
 
 
@@ -279,22 +286,38 @@ def sampler_seconds_per_row(stats: DiffusionStats, settings: DiffusionSettings) 
 
 
 def context_line(points: Sequence[tuple[int, int, float]]) -> DiffusionCosts:
-    """The passes' line at no context, and its growth per position of context (per pass and per row), from a
-    line through the passes after each context measured; growth that noise made negative counts as none."""
+    """The passes' line at no context, and its growth per position of context (per pass and per row): one plane
+    through every context's passes, each (context, rows) at its fastest round, fitted to relative error (a 4-row
+    pass is a fifth of a 64-row one, and what a pass's fixed part is carried by, router/profile.py). Growth that
+    noise made negative counts as none, and the plane is fitted again without it."""
     contexts = sorted({context for context, _, _ in points})
-    lines = [_fit_line([(p, s) for c, p, s in points if c == context]) for context in contexts]
     if len(contexts) < 2 or contexts[0] <= 0:
-        base, per_position = lines[-1] if len(contexts) < 2 else _fit_line([(p, s) for _, p, s in points])
+        base, per_position = _fit_line([(p, s) for _, p, s in points])
         return DiffusionCosts(pass_base_s=base, pass_s_per_position=per_position)
-    short, long = contexts[0], contexts[-1]
-    (base_short, slope_short), (base_long, slope_long) = lines[0], lines[-1]
-    per_context = min(max(0.0, (base_long - base_short) / (long - short)), base_short / short)
-    per_row_context = min(max(0.0, (slope_long - slope_short) / (long - short)), slope_short / short)
+    fastest: dict[tuple[int, int], float] = {}
+    for context, rows, seconds in points:
+        fastest[context, rows] = min(seconds, fastest.get((context, rows), math.inf))
+    keys = sorted(fastest)
+    context = np.array([c for c, _ in keys], dtype=np.float64)
+    rows = np.array([r for _, r in keys], dtype=np.float64)
+    seconds = np.array([fastest[key] for key in keys])
+    terms = {"base": np.ones_like(rows), "row": rows, "context": context, "row_context": rows * context}
+    while True:
+        design = np.stack(list(terms.values()), axis=1) / seconds[:, None]
+        solved = dict(zip(terms, np.linalg.lstsq(design, np.ones_like(seconds), rcond=None)[0], strict=True))
+        negative = [name for name in ("context", "row_context") if name in solved and solved[name] < 0]
+        if not negative:
+            break
+        for name in negative:
+            del terms[name]
+    if solved["base"] < 0 or solved["row"] <= 0:
+        base, per_position = _fit_line([(r, s) for (c, r), s in fastest.items() if c == contexts[0]])
+        return DiffusionCosts(pass_base_s=base, pass_s_per_position=per_position)
     return DiffusionCosts(
-        pass_base_s=base_short - per_context * short,
-        pass_s_per_position=slope_short - per_row_context * short,
-        pass_s_per_context=per_context,
-        pass_s_per_row_context=per_row_context,
+        pass_base_s=float(solved["base"]),
+        pass_s_per_position=float(solved["row"]),
+        pass_s_per_context=float(solved.get("context", 0.0)),
+        pass_s_per_row_context=float(solved.get("row_context", 0.0)),
     )
 
 
@@ -373,7 +396,7 @@ def calibrate_diffusion(
     measurement = DiffusionMeasurement(engine, sizes, settings)
     with engine.lock:
         measurement.warm_up()
-        steps = [*(step for group in measurement.rounds() for step in group), measurement.draft_step()]
+        steps = [step for group in measurement.rounds() for step in group]
         for i, (label, step) in enumerate(steps):
             progress(i / len(steps), label)
             step()
@@ -405,8 +428,7 @@ def calibrate(
     diffusion_run = DiffusionMeasurement(diffusion, sizes, settings) if diffusion else None
     steps = interleaved(ar_run.rounds() if ar_run else [], diffusion_run.rounds() if diffusion_run else [])
     if diffusion_run:
-        again = ("diffusion: warming up", diffusion_run.warm_up_passes)
-        steps = [("diffusion: warming up", diffusion_run.warm_up), *steps, again, diffusion_run.draft_step()]
+        steps = [("diffusion: warming up", diffusion_run.warm_up), *steps]
     with diffusion.lock if diffusion else contextlib.nullcontext():  # a draft waits for the measurement
         for i, (label, step) in enumerate(steps):
             checked(i / len(steps), label)
