@@ -298,13 +298,19 @@ def context_line(points: Sequence[tuple[int, int, float]]) -> DiffusionCosts:
     for context, rows, seconds in points:
         fastest[context, rows] = min(seconds, fastest.get((context, rows), math.inf))
     keys = sorted(fastest)
-    context = np.array([c for c, _ in keys], dtype=np.float64)
-    rows = np.array([r for _, r in keys], dtype=np.float64)
-    seconds = np.array([fastest[key] for key in keys])
-    terms = {"base": np.ones_like(rows), "row": rows, "context": context, "row_context": rows * context}
+    at_context = np.array([c for c, _ in keys], dtype=np.float64)
+    at_rows = np.array([r for _, r in keys], dtype=np.float64)
+    took = np.array([fastest[key] for key in keys], dtype=np.float64)
+    terms: dict[str, np.ndarray] = {
+        "base": np.ones_like(at_rows),
+        "row": at_rows,
+        "context": at_context,
+        "row_context": at_rows * at_context,
+    }
     while True:
-        design = np.stack(list(terms.values()), axis=1) / seconds[:, None]
-        solved = dict(zip(terms, np.linalg.lstsq(design, np.ones_like(seconds), rcond=None)[0], strict=True))
+        design = np.stack(list(terms.values()), axis=1) / took[:, None]
+        fitted = np.linalg.lstsq(design, np.ones_like(took), rcond=None)[0]
+        solved = {name: float(value) for name, value in zip(terms, fitted, strict=True)}
         negative = [name for name in ("context", "row_context") if name in solved and solved[name] < 0]
         if not negative:
             break
@@ -314,10 +320,10 @@ def context_line(points: Sequence[tuple[int, int, float]]) -> DiffusionCosts:
         base, per_position = _fit_line([(r, s) for (c, r), s in fastest.items() if c == contexts[0]])
         return DiffusionCosts(pass_base_s=base, pass_s_per_position=per_position)
     return DiffusionCosts(
-        pass_base_s=float(solved["base"]),
-        pass_s_per_position=float(solved["row"]),
-        pass_s_per_context=float(solved.get("context", 0.0)),
-        pass_s_per_row_context=float(solved.get("row_context", 0.0)),
+        pass_base_s=solved["base"],
+        pass_s_per_position=solved["row"],
+        pass_s_per_context=solved.get("context", 0.0),
+        pass_s_per_row_context=solved.get("row_context", 0.0),
     )
 
 

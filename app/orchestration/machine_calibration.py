@@ -154,7 +154,7 @@ class Calibrations:
 
     def before_draft(self, cancel: CancelToken | None, *, enabled: bool) -> str | None:
         """Before a draft is routed: the first time an engine's model is used (its costs only estimated from
-        its size), measure it quickly (3.5 s for the embedded models on 2 cores), so the route follows this
+        its size), measure it quickly (24-30 s for the embedded models on 2 cores), so the route follows this
         machine's own costs. Returns what to tell the user, or None when nothing was measured."""
         if not self.will_measure(enabled=enabled):
             return None

@@ -127,8 +127,8 @@ class RouterSection:
     quality: Quality = option("balanced", "refinement passes per draft token: fast, balanced or best")
     auto_calibrate: bool = option(
         True,
-        "before the first draft with a model whose costs are only estimated, measure it on this machine (a few "
-        "seconds for the embedded models), so routes follow this machine's costs",
+        "before the first draft with a model whose costs are only estimated, measure it on this machine (about half "
+        "a minute for the embedded models on 2 cores), so routes follow this machine's costs",
     )
     latency_budget_s: float = option(
         20.0,

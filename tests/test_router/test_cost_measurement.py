@@ -173,6 +173,9 @@ def test_a_block_pass_s_line_is_taken_apart_from_the_context_it_attends_to() -> 
     flat = context_line([(c, r, took(short, r) * (0.9 if c > short else 1.0)) for c, r, _ in points])
     assert flat.pass_s_per_context == 0.0 and flat.pass_s_per_row_context == 0.0
     assert 0.9 * took(short, 16) < pass_seconds(16, flat, short) < took(short, 16)
+    # A plane below zero at no rows (noise on a fast machine): a cost per row and no fixed part.
+    per_row = context_line([(c, r, 0.001 * r - 0.002) for c, r, _ in points])
+    assert per_row.pass_base_s == 0.0 and per_row.pass_s_per_position > 0.0
     # Full passes (the other caches' calibration) have no cached context.
     full = context_line([(0, p, 0.01 + 0.002 * p) for p in (64, 128, 256)])
     assert (full.pass_base_s, full.pass_s_per_position) == pytest.approx((0.01, 0.002))
