@@ -340,7 +340,7 @@ def fmt(seconds: float) -> str:
 
 def rows_for(run: ShapeRun, measured: Measured, profile: CostProfile) -> list[Row]:
     mix = full_mix(run)
-    size = ModelSize(run.label, mix.total, 0, "none", mix)
+    size = ModelSize(run.label, mix.total, 0, "none", mix, int(run.shape.shift))
     ar_costs = scaled_ar(profile.ar, size)
     assert ar_costs is not None, "the calibration recorded the embedded models' work"
     # The measured token is the mean over the 256 after the prompt: estimated at their middle one's context.
@@ -350,10 +350,14 @@ def rows_for(run: ShapeRun, measured: Measured, profile: CostProfile) -> list[Ro
     for mode in MODES:
         costs = scaled_diffusion(profile.diffusion, replace(size, cache=mode), "cpu")
         assert costs is not None
+        # A dual pass of a model with shifted logits decodes the row before its window too.
+        shift = costs.shift_rows if mode == "dual" else 0
         for b in ROWS:
             # Re-decoded: every row in one batch; cached: b rows against the prompt's keys and values.
             estimate = (
-                pass_seconds(PROMPT_TOKENS + b, costs) if mode == "none" else pass_seconds(b, costs, PROMPT_TOKENS)
+                pass_seconds(PROMPT_TOKENS + b, costs)
+                if mode == "none"
+                else pass_seconds(b + shift, costs, PROMPT_TOKENS - shift)
             )
             what = {"none": "prompt + canvas re-decoded", "dual": "dual / prefix", "block": "block"}[mode]
             rows.append(Row(f"pass of {b} rows, {what}", measured.passes[mode, b], estimate))

@@ -4,7 +4,8 @@ AR: prompt evaluation + N x time per token, a token's time growing with the cont
 K(N, settings) passes, each costing a fixed part plus a part per position decoded, and a pass against cached
 keys and values a part per cached position it attends to. With a cache and blocks, each block's first pass decodes the
 whole sequence; its later passes decode from the block to the end (prefix cache: the prompt and the
-finished blocks stay cached) or the block alone (dual cache: what follows the block stays cached too).
+finished blocks stay cached) or the block alone (dual cache: what follows the block stays cached too), and
+for a model with shifted logits the row before the block as well.
 Without one, every pass decodes prompt + canvas + suffix. Block-causal attention ("block") decodes
 each block alone, and each settled block once more, as rows riding along with the next block's first
 pass, which write its final keys and values.
@@ -105,8 +106,9 @@ def _estimate_passes(
         # Each block's first pass decodes the whole sequence and fills the cache (Fast-dLLM); the others
         # attend to what it cached.
         full = n_blocks * pass_seconds(prompt_tokens + n + suffix_tokens, costs)
-        cached = prompt_tokens + n + suffix_tokens - window
-        seconds = full + max(0, passes - n_blocks) * pass_seconds(window, costs, cached)
+        decoded = window + costs.shift_rows
+        cached = prompt_tokens + n + suffix_tokens - decoded
+        seconds = full + max(0, passes - n_blocks) * pass_seconds(decoded, costs, cached)
         how = f"{cache} cache"
     else:
         window = prompt_tokens + n + suffix_tokens

@@ -384,7 +384,9 @@ def _with_work(costs: Costs, served: object) -> Costs:
         context_work=work.context,
         kernels=table.name,
     )
-    return replace(costs, batch_work=work.batch) if isinstance(costs, DiffusionCosts) else costs
+    if not isinstance(costs, DiffusionCosts):
+        return costs
+    return replace(costs, batch_work=work.batch, shift_rows=int(getattr(served, "shift", 0)))
 
 
 def interleaved(first: Sequence[list[Step]], second: Sequence[list[Step]]) -> list[Step]:

@@ -243,11 +243,13 @@ class RouteInputs:
                 checkpoint = inspect_checkpoint(model.path)
                 cache = draft_cache if role == "draft" else "none"
                 cache = _trained_for(cache, checkpoint.spec.block_causal_length)
-                return ModelSize(model.name, checkpoint.parameter_count, checkpoint.size_bytes, cache)
+                shift = int(checkpoint.spec.shift_logits)
+                return ModelSize(model.name, checkpoint.parameter_count, checkpoint.size_bytes, cache, shift_rows=shift)
             info = self.models.gguf_info(model.path)
             cacheable = role == "draft" and self.models.served_file(model.path, write=False).cached
             cache = _trained_for(self.models.runnable_cache(), info.block_causal_length) if cacheable else "none"
-            return ModelSize(model.name, info.n_parameters, info.file_size, cache, read_tensor_mix(info.path))
+            mix = read_tensor_mix(info.path)
+            return ModelSize(model.name, info.n_parameters, info.file_size, cache, mix, int(info.shift_logits))
         except ModelError:
             return None
 

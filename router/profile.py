@@ -74,6 +74,9 @@ class DiffusionCosts:
     # The sampler's own time (Python and numpy, besides the forward pass) per row of logits a pass reads: it
     # follows the vocabulary, which is 3x the embedded models' in Qwen's.
     sampler_s_per_row: float = 0.0
+    # Rows a cached pass (prefix, dual) decodes before its window: 1 where the model's logits are shifted
+    # (Dream, Fast-dLLM v2), its window's first prediction read from the row before it.
+    shift_rows: int = 0
     decode_work: float = 0.0
     row_work: float = 0.0
     vocab: int = 0
@@ -150,6 +153,7 @@ class ModelSize:
     # Its matrices by weight type, what its work per pass is counted from (a GGUF's; None for a checkpoint
     # folder).
     mix: TensorMix | None = None
+    shift_rows: int = 0  # as DiffusionCosts.shift_rows
 
     def work(self, kernels: str) -> ModelWork | None:
         """Its work by the named kernel table (router/kernel_costs.py), None where its mix is unknown."""
@@ -249,6 +253,7 @@ def scaled_diffusion(measured: DiffusionCosts, target: ModelSize, device: Device
         cache=target.cache,
         measured=False,
         sampler_s_per_row=measured.sampler_s_per_row * vocab_ratio,
+        shift_rows=target.shift_rows,
         decode_work=work.decode,
         row_work=work.row,
         vocab=work.vocab,
