@@ -92,7 +92,7 @@ from engines.events import DiffusionStats, Done, GenerationStats
 from engines.llama_ar import LlamaAREngine, LlamaSettings
 from models.catalogue import resolve_model
 from models.tensor_mix import TensorMix, mix_of
-from router.cost import estimate_ar, estimate_diffusion, pass_seconds
+from router.cost import cached_pass_seconds, estimate_ar, estimate_diffusion, pass_seconds
 from router.cost_measurement import CalibrationSizes
 from router.machine_load import under_load, watch
 from router.profile import CostProfile, ModelSize, load_profile, scaled_ar, scaled_diffusion
@@ -350,15 +350,14 @@ def rows_for(run: ShapeRun, measured: Measured, profile: CostProfile) -> list[Ro
     for mode in MODES:
         costs = scaled_diffusion(profile.diffusion, replace(size, cache=mode), "cpu")
         assert costs is not None
-        # A dual pass of a model with shifted logits decodes the row before its window too.
-        shift = costs.shift_rows if mode == "dual" else 0
         for b in ROWS:
             # Re-decoded: every row in one batch; cached: b rows against the prompt's keys and values.
-            estimate = (
-                pass_seconds(PROMPT_TOKENS + b, costs)
-                if mode == "none"
-                else pass_seconds(b + shift, costs, PROMPT_TOKENS - shift)
-            )
+            if mode == "none":
+                estimate = pass_seconds(PROMPT_TOKENS + b, costs)
+            elif mode == "dual":
+                estimate = cached_pass_seconds(b, costs, PROMPT_TOKENS)
+            else:
+                estimate = pass_seconds(b, costs, PROMPT_TOKENS)
             what = {"none": "prompt + canvas re-decoded", "dual": "dual / prefix", "block": "block"}[mode]
             rows.append(Row(f"pass of {b} rows, {what}", measured.passes[mode, b], estimate))
     drafting = run.drafting

@@ -47,6 +47,12 @@ def pass_seconds(positions: float, costs: DiffusionCosts, context: float = 0.0) 
     return costs.pass_base_s + costs.pass_s_per_position * positions + per_context * context
 
 
+def cached_pass_seconds(window: float, costs: DiffusionCosts, context: float) -> float:
+    """A prefix or dual cache's pass over `window` rows against `context` cached positions: a model with shifted
+    logits decodes the row before the window too, which is then not among the cached ones."""
+    return pass_seconds(window + costs.shift_rows, costs, context - costs.shift_rows)
+
+
 def sampled_rows(n: int, plan: DiffusionPlan) -> int:
     """The rows of logits the sampler reads in a pass: its window's (a block, or the whole canvas)."""
     return min(plan.block_length, n) if plan.schedule == "blocks" else n
@@ -106,9 +112,8 @@ def _estimate_passes(
         # Each block's first pass decodes the whole sequence and fills the cache (Fast-dLLM); the others
         # attend to what it cached.
         full = n_blocks * pass_seconds(prompt_tokens + n + suffix_tokens, costs)
-        decoded = window + costs.shift_rows
-        cached = prompt_tokens + n + suffix_tokens - decoded
-        seconds = full + max(0, passes - n_blocks) * pass_seconds(decoded, costs, cached)
+        cached = prompt_tokens + n + suffix_tokens - window
+        seconds = full + max(0, passes - n_blocks) * cached_pass_seconds(window, costs, cached)
         how = f"{cache} cache"
     else:
         window = prompt_tokens + n + suffix_tokens

@@ -74,7 +74,7 @@ class CalibrationSizes:
     context_tokens: tuple[int, ...] = CONTEXT_TOKENS
 
 
-# Before a first draft (router.auto_calibrate): seconds, so two shorter contexts (each settled once per size).
+# Before a first draft (router.auto_calibrate), which waits for it: two contexts, each settled once per size.
 QUICK = CalibrationSizes(
     prompt_tokens=64, decode_tokens=16, canvas_sizes=(16, 32), threshold_tokens=32, repeats=1, context_tokens=(64, 384)
 )

@@ -170,7 +170,7 @@ def test_a_draft_model_never_measured_is_estimated_from_the_one_that_was(
     assert not draft.measured and draft.scaled_from == tiny_cacheable_path.name
     size = service.routing.model_size("draft")
     assert size is not None and size.shift_rows == draft.shift_rows == 1, "Dream's logits are shifted"
-    work = None if size is None else size.work(measured.diffusion.kernels)
+    work = size.work(measured.diffusion.kernels)
     assert work is not None and measured.diffusion.kernels == machine_table().name
     assert measured.diffusion.batch_work > 0 and measured.ar.decode_work > 0
     fixed = measured.diffusion.pass_base_s * work.batch / measured.diffusion.batch_work
