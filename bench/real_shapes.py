@@ -402,32 +402,47 @@ def print_shape(run: ShapeRun, measured: Measured, profile: CostProfile, cut: tu
     return rows
 
 
+KERNEL_ROWS = (1, 2, 4, 6, 8, 16, 32, 48, 64)
+
+
 def kernels(folder: Path, tokenizer: Path) -> None:
-    """Per-type kernel costs on four-layer probes, relative to Q8_0 at width 2048: one row's pass (decode), each
-    further row's (row, from 8 to 64 rows) and a batched pass's fixed part (batch, the line through 8 and 64 rows
-    at no rows), per matrix parameter."""
+    """Per-type kernel costs on four-layer probes, relative to Q8_0 at width 2048, per matrix parameter: one
+    row's pass (decode), and two lines, each further row's cost (row) and a batched pass's fixed part (batch):
+    through 2 to 6 rows, and through 16 to 64 rows. Types that the tiled kernels take from 8 rows (on a CPU
+    without AMX) cost per row much less on the second line, have a larger fixed part, and an 8-row pass
+    costing what a 16-row one does (the last column); the second line gives their TiledCost."""
     import llama_cpp
     from block_diffusion import row_costs
 
     prompt = [int(t) for t in np.random.default_rng(1).integers(100, 40000, PROMPT_TOKENS)]
     cases = [(2048, t) for t in ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q4_K", "Q5_K", "Q6_K", "F16", "BF16")]
     cases += [(896, t) for t in ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "F16", "BF16")]
-    results: dict[tuple[int, str], tuple[float, float, float]] = {}
+    results: dict[tuple[int, str], tuple[float, ...]] = {}
     for width, kind in cases:
         shape = Shape(f"probe{width}", "llama", 49152, width, 4, width // 64, width // 64, 64, 3 * width, True, False)
         path = write_shape(shape, kind, folder, tokenizer)[0]
         llama = llama_cpp.Llama(str(path), n_ctx=512, n_batch=512, verbose=False)
-        runs = [row_costs(llama, prompt, repeats=3, sizes=(1, 8, 64)) for _ in range(3)]
+        runs = [row_costs(llama, prompt, repeats=3, sizes=KERNEL_ROWS) for _ in range(3)]
         del llama
-        cost = {b: statistics.median(r[b] for r in runs) for b in (1, 8, 64)}
+        cost = {b: min(r[b] for r in runs) for b in KERNEL_ROWS}
         parameters = full_mix(ShapeRun("probe", shape, kind, None)).total
-        a_row = (cost[64] - cost[8]) / 56
-        results[width, kind] = (cost[1] / parameters, a_row / parameters, (cost[8] - 8 * a_row) / parameters)
-        print(f"{width} {kind}: {cost[1] * 1000:.2f} ms one row, {a_row * 1000:.3f} ms a row")
-    decode, row, batch = results[2048, "Q8_0"]
-    print("\n| type | width | decode | row | batch |\n|---|---|---|---|---|")
-    for (width, kind), (d, r, b) in results.items():
-        print(f"| {kind} | {width} | {d / decode:.2f} | {r / row:.2f} | {b / batch:.2f} |")
+        few = statistics.linear_regression([2, 4, 6], [cost[2], cost[4], cost[6]])
+        many = statistics.linear_regression([16, 32, 48, 64], [cost[16], cost[32], cost[48], cost[64]])
+        results[width, kind] = (
+            cost[1] / parameters,
+            few.slope / parameters,
+            few.intercept / parameters,
+            many.slope / parameters,
+            many.intercept / parameters,
+            cost[8] / cost[16],
+        )
+        print(f"{width} {kind}: " + " ".join(f"{b}:{cost[b] * 1000:.1f}" for b in KERNEL_ROWS) + " ms by rows")
+    unit = results[2048, "Q8_0"]
+    print("\n| type | width | decode | row, 2-6 | batch, 2-6 | row, 16-64 | batch, 16-64 | 8 rows / 16 rows |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (width, kind), (d, r, b, r2, b2, tile) in results.items():
+        relative = (d / unit[0], r / unit[3], b / unit[4], r2 / unit[3], b2 / unit[4])
+        print(f"| {kind} | {width} | " + " | ".join(f"{x:.2f}" for x in relative) + f" | {tile:.2f} |")
 
 
 def main() -> None:

@@ -19,6 +19,7 @@ from dataclasses import replace
 
 from engines.diffusion.schedule import timestep_passes
 from engines.diffusion.settings import DiffusionSettings
+from router.kernel_costs import TILE_ROWS, TILE_WINDOW, TILED_FROM
 from router.profile import ArCosts, CostProfile, DiffusionCosts
 from router.request import DiffusionPlan, EngineName, Estimate
 
@@ -44,7 +45,18 @@ def passes_for(n: int, plan: DiffusionPlan, costs: DiffusionCosts) -> int:
 def pass_seconds(positions: float, costs: DiffusionCosts, context: float = 0.0) -> float:
     """A pass decoding `positions` rows against `context` cached ones."""
     per_context = costs.pass_s_per_context + costs.pass_s_per_row_context * positions
-    return costs.pass_base_s + costs.pass_s_per_position * positions + per_context * context
+    line = costs.pass_base_s + costs.pass_s_per_position * positions + per_context * context
+    return line + tiled_change(positions, costs)
+
+
+def tiled_change(positions: float, costs: DiffusionCosts) -> float:
+    """What the tiled kernels change in a pass over `positions` rows: from TILED_FROM rows on, the matrices they
+    take cost each window's unpacking and whole tiles of rows instead of their part of the line."""
+    if positions < TILED_FROM or costs.unpack_s <= 0:
+        return 0.0
+    windows, tiles = math.ceil(positions / TILE_WINDOW), math.ceil(positions / TILE_ROWS)
+    tiled = windows * costs.unpack_s + tiles * TILE_ROWS * costs.tiled_s_per_tile_row
+    return tiled - costs.tiled_base_s - costs.tiled_s_per_position * positions
 
 
 def cached_pass_seconds(window: float, costs: DiffusionCosts, context: float) -> float:
@@ -146,7 +158,7 @@ def _estimate_block_causal(
     seconds = (
         alone * pass_seconds(block, costs, prompt_blocks * block / 2)
         + passes * pass_seconds(rows, costs, context)
-        + riding * block * (costs.pass_s_per_position + costs.pass_s_per_row_context * context)
+        + riding * (pass_seconds(rows + block, costs, context) - pass_seconds(rows, costs, context))
         + sampler_seconds(passes, n, plan, costs)
     )
     ms = pass_seconds(rows, costs) * 1000

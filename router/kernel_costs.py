@@ -8,7 +8,8 @@ weight read once, each type at its kernel's cost, plus each layer's operations' 
 the line through its costs at 4 to 64 rows, at no rows), which llama.cpp runs through other kernels than one
 row's (on AMX, tiles of 16 rows), so that it is no fixed share of `decode` from model to model. `row`: each
 further row of a batched pass (a diffusion block, a prompt), the kernels reusing the weights across rows, plus
-each layer's work per row that follows its width (norms, attention against the context).
+each layer's work per row that follows its width (norms, attention against the context). Without AMX, from
+8 rows on some k-quant types leave that line for ggml's tiled kernels, which add two figures (TiledCost).
 
 The kernels weigh the types differently from one CPU class to another (on an AMX CPU a Q8_0 or Q4_K matrix
 runs through tiles, a Q5_0 one does not; without AMX, Q5_0's rows cost about what Q8_0's do), so there is one
@@ -20,11 +21,28 @@ by that same table.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 from engines.cpu_info import cpu_info
 from models.tensor_mix import TensorMix
+
+# From TILED_FROM rows a pass runs some types' matrices through ggml's tiled kernels (ggml-cpu/tiled, on CPUs
+# without AMX, for k-quant types the repacking kernels do not take: Q6_K, Q5_K, ...). Those unpack every weight
+# once per window of up to TILE_WINDOW rows, then multiply the rows in tiles of TILE_ROWS, a part-filled tile
+# costing a whole one: 8 rows cost what 16 do. Below TILED_FROM rows the same matrices run row by row.
+TILED_FROM = 8
+TILE_ROWS = 16
+TILE_WINDOW = 256
+
+
+@dataclass(frozen=True)
+class TiledCost:
+    """A type's cost through the tiled kernels: `unpack`, each window's fixed part per weight (as a batched
+    pass's fixed part is counted), and `row`, each row of a tile (as each further row is)."""
+
+    unpack: float
+    row: float
 
 
 @dataclass(frozen=True)
@@ -33,6 +51,9 @@ class KernelCost:
     row: float
     # A type whose batched kernels were never measured apart: its one-row cost.
     batch: float | None = None
+    # From TILED_FROM rows these matrices run through the tiled kernels instead (`row` and `batch` then
+    # describe the passes below it).
+    tiled: TiledCost | None = None
 
     @property
     def batch_cost(self) -> float:
@@ -50,6 +71,17 @@ class ModelWork:
     vocab: int
     context: float = 0.0
     batch: float = 0.0
+    # The matrices that run through the tiled kernels from TILED_FROM rows: their share of `batch` and `row`
+    # (what they cost below it), and what they cost from it on (TiledCost's unpack and row).
+    tiled_batch: float = 0.0
+    tiled_row: float = 0.0
+    unpack: float = 0.0
+    tile_row: float = 0.0
+
+    @property
+    def prompt_row(self) -> float:
+        """Each row of a long batch (a prompt's tokens), its tiled matrices in whole tiles."""
+        return self.row - self.tiled_row + self.tile_row
 
 
 @dataclass(frozen=True)
@@ -73,12 +105,18 @@ class KernelTable:
         def total(figure: str) -> float:
             return sum(count * getattr(self.cost(kind), figure) for kind, count in mix.parameters)
 
+        by_type = [(count, self.cost(kind)) for kind, count in mix.parameters]
+        tiled = [(count, cost, cost.tiled) for count, cost in by_type if cost.tiled is not None]
         return ModelWork(
             decode=total("decode") + mix.layers * self.layer_decode,
             row=total("row") + mix.layers * mix.width * self.layer_row_per_width,
             vocab=mix.vocab,
             context=float(mix.layers * mix.width),
             batch=total("batch_cost") + mix.layers * self.layer_batch,
+            tiled_batch=sum(count * cost.batch_cost for count, cost, _ in tiled),
+            tiled_row=sum(count * cost.row for count, cost, _ in tiled),
+            unpack=sum(count * tiles.unpack for count, _, tiles in tiled),
+            tile_row=sum(count * tiles.row for count, _, tiles in tiled),
         )
 
 
@@ -136,8 +174,8 @@ AVX512_FIRST = KernelTable(
 # AMD EPYC with AVX-512 (and AVX512_BF16), no AMX. Q5_0's, Q4_K's and Q6_K's figures and the per-layer constants
 # fitted to two runs of `bench/real_shapes.py` there (AR the fastest of three runs, 8B cut at 2 and 10 layers),
 # each estimated from three calibrations (the fastest rounds and draft); the other types take the ratios of its
-# four-layer probes, their batched passes' fixed part at one row's cost.
-AVX512 = KernelTable(
+# four-layer probes, their batched passes' fixed part at one row's cost. Kept for the profiles that name it.
+AVX512_SECOND = KernelTable(
     name="avx512.2",
     label="CPUs without AMX",
     costs={
@@ -157,10 +195,25 @@ AVX512 = KernelTable(
     layer_batch=5.26e6,
     layer_row_per_width=5.8e3,
 )
+# The same, with Q6_K's and Q5_K's matrices through the tiled kernels from TILED_FROM rows (the types the embedded
+# models hold keep their figures, so that a profile's works count alike by either). Q6_K's tile figures and Q4_K's
+# row and batch (which the line through the tiles' step had bent) refitted to four runs of `bench/real_shapes.py`;
+# Q6_K's line below TILED_FROM rows and Q5_K's figures from the four-layer probes (`--kernels`) at width 2048,
+# Q5_K's tiles at the probes' ratio to Q6_K's (training/NOTES.md).
+AVX512 = replace(
+    AVX512_SECOND,
+    name="avx512.3",
+    costs={
+        **AVX512_SECOND.costs,
+        "Q4_K": KernelCost(0.55, 0.79, 0.45),
+        "Q5_K": KernelCost(0.75, 2.2, 0.2, TiledCost(1.63, 0.51)),
+        "Q6_K": KernelCost(0.67, 1.55, 0.37, TiledCost(3.75, 0.71)),
+    },
+)
 # What ggml's AMX kernels need; a CPU without it runs the AVX-512 (or AVX2) kernels.
 AMX_FLAG = "amx_int8"
 # Profiles name the table their works were counted by: a table's figures, once shipped, change under a new name.
-TABLES = {table.name: table for table in (AMX, AVX512_FIRST, AVX512)}
+TABLES = {table.name: table for table in (AMX, AVX512_FIRST, AVX512_SECOND, AVX512)}
 # The table a profile written before tables were per CPU class counted its works with.
 FORMER_TABLE = AMX
 

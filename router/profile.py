@@ -84,6 +84,14 @@ class DiffusionCosts:
     # What a pass's fixed part (pass_base_s) follows (router/kernel_costs.py); 0 in a profile written before it
     # was counted apart from one row's work, which stands in for it.
     batch_work: float = 0.0
+    # A pulled model's matrices that run through the tiled kernels from TILED_FROM rows
+    # (router/kernel_costs.py): their share of pass_base_s and pass_s_per_position (what they cost below it),
+    # and from it on, each window's unpacking and each row of a whole tile. 0 for a measured model, whose
+    # line holds them.
+    tiled_base_s: float = 0.0
+    tiled_s_per_position: float = 0.0
+    unpack_s: float = 0.0
+    tiled_s_per_tile_row: float = 0.0
     kernels: str = ""  # as ArCosts.kernels
     scaled_from: str = ""
     # A draft engine on another machine (models.draft = sharpen:URL or openai:URL#MODEL): the round trip each
@@ -100,6 +108,10 @@ class DiffusionCosts:
             pass_s_per_context=self.pass_s_per_context * factor,
             pass_s_per_row_context=self.pass_s_per_row_context * factor,
             sampler_s_per_row=self.sampler_s_per_row * factor,
+            tiled_base_s=self.tiled_base_s * factor,
+            tiled_s_per_position=self.tiled_s_per_position * factor,
+            unpack_s=self.unpack_s * factor,
+            tiled_s_per_tile_row=self.tiled_s_per_tile_row * factor,
         )
 
 
@@ -204,14 +216,14 @@ def estimate_profile(device: DeviceClass, cores: int, ar: ModelSize | None, diff
 
 def scaled_ar(measured: ArCosts, target: ModelSize) -> ArCosts | None:
     """`target`'s AR costs from another model's measured ones, by their work (router/kernel_costs.py): a token
-    is a one-row pass, a prompt's tokens further rows, a token's attention to its context follows the layers'
-    width. None where either model's work is unknown."""
+    is a one-row pass, a prompt's tokens further rows of a long batch, a token's attention to its context
+    follows the layers' width. None where either model's work is unknown."""
     work = target.work(measured.kernels)
     if work is None or not measured.measured or min(measured.decode_work, measured.row_work, work.row) <= 0:
         return None
     return ArCosts(
         model=target.name,
-        prompt_tokens_per_s=measured.prompt_tokens_per_s * measured.row_work / work.row,
+        prompt_tokens_per_s=measured.prompt_tokens_per_s * measured.row_work / work.prompt_row,
         seconds_per_token=measured.seconds_per_token * work.decode / measured.decode_work,
         seconds_per_context_token=_per_context(measured.seconds_per_context_token, measured.context_work, work),
         measured=False,
@@ -243,10 +255,13 @@ def scaled_diffusion(measured: DiffusionCosts, target: ModelSize, device: Device
         if measured.batch_work > 0 and work.batch > 0
         else work.decode / measured.decode_work
     )
+    # Seconds per unit of batched-fixed work, and per unit of row work.
+    per_fixed = measured.pass_base_s * fixed / work.batch if work.batch > 0 else 0.0
+    per_row = measured.pass_s_per_position / measured.row_work
     return DiffusionCosts(
         model=target.name,
         pass_base_s=measured.pass_base_s * fixed,
-        pass_s_per_position=measured.pass_s_per_position * work.row / measured.row_work,
+        pass_s_per_position=per_row * work.row,
         pass_s_per_context=_per_context(measured.pass_s_per_context, measured.context_work, work),
         pass_s_per_row_context=_per_context(measured.pass_s_per_row_context, measured.context_work, work),
         threshold_passes_per_token=default_profile(device).diffusion.threshold_passes_per_token,
@@ -259,6 +274,10 @@ def scaled_diffusion(measured: DiffusionCosts, target: ModelSize, device: Device
         vocab=work.vocab,
         context_work=work.context,
         batch_work=work.batch,
+        tiled_base_s=per_fixed * work.tiled_batch,
+        tiled_s_per_position=per_row * work.tiled_row,
+        unpack_s=per_fixed * work.unpack,
+        tiled_s_per_tile_row=per_row * work.tile_row,
         kernels=measured.kernels,
         scaled_from=measured.model,
     )

@@ -19,6 +19,7 @@ from router.kernel_costs import (
     AMX,
     AVX512,
     AVX512_FIRST,
+    AVX512_SECOND,
     FORMER_TABLE,
     KernelCost,
     machine_table,
@@ -62,7 +63,7 @@ def test_a_model_s_mix_counts_the_matrices_it_multiplies(tiny_llama_path: Path) 
 def test_work_weighs_each_type_by_its_kernel_cost_and_each_layer_by_its_own() -> None:
     one = mix_of([("a.weight", (256, 100), "Q8_0"), ("b.weight", (256, 100), "Q6_K")], 1, 256, 100)
     two = replace(one, layers=2)
-    for table in (AMX, AVX512_FIRST, AVX512):
+    for table in (AMX, AVX512_FIRST, AVX512_SECOND, AVX512):
         work = table.work(one)
         assert work.decode == pytest.approx(
             25_600 * (table.cost("Q8_0").decode + table.cost("Q6_K").decode) + table.layer_decode
@@ -102,7 +103,8 @@ def test_each_cpu_class_has_its_own_table() -> None:
     assert machine_table() is table_for(cpu_info().flags)
     assert named_table(AVX512.name) is AVX512 and named_table(AMX.name) is AMX
     # A refitted table ships under a new name: a profile counted by the first keeps being carried by it.
-    assert AVX512_FIRST.name != AVX512.name and named_table(AVX512_FIRST.name) is AVX512_FIRST
+    for kept in (AVX512_FIRST, AVX512_SECOND):
+        assert kept.name != AVX512.name and named_table(kept.name) is kept
     assert named_table("") is FORMER_TABLE, "a profile from before the tables were per class"
 
 
@@ -111,7 +113,7 @@ def test_a_model_s_costs_are_carried_by_the_table_its_measured_model_was_counted
     machine, or written before the tables were per class)."""
     mix = mix_of([("a.weight", (896, 4864), "Q5_0")], 24, 896, 151936)
     target = ModelSize("q5", 0, 0, "none", mix)
-    for table in (AMX, AVX512_FIRST, AVX512):
+    for table in (AMX, AVX512_FIRST, AVX512_SECOND, AVX512):
         scaled = scaled_ar(replace(MEASURED_AR, kernels=table.name), target)
         assert scaled is not None and scaled.kernels == table.name
         assert scaled.decode_work == pytest.approx(table.work(mix).decode)
