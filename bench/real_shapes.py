@@ -405,6 +405,22 @@ def print_shape(run: ShapeRun, measured: Measured, profile: CostProfile, cut: tu
 KERNEL_ROWS = (1, 2, 4, 6, 8, 16, 32, 48, 64)
 
 
+@dataclass(frozen=True)
+class ProbeCosts:
+    """A probe's seconds per matrix parameter: one row's pass, and two lines (each further row's cost, and a
+    batched pass's fixed part) through 2 to 6 rows and through 16 to 64 rows; and an 8-row pass over a 16-row one."""
+
+    decode: float
+    few: statistics.LinearRegression
+    many: statistics.LinearRegression
+    eight_over_sixteen: float
+
+
+def line_through(cost: dict[int, float], rows: tuple[int, ...], parameters: int) -> statistics.LinearRegression:
+    """The line through the passes of `rows` rows, per matrix parameter."""
+    return statistics.linear_regression(rows, [cost[b] / parameters for b in rows])
+
+
 def kernels(folder: Path, tokenizer: Path) -> None:
     """Per-type kernel costs on four-layer probes, relative to Q8_0 at width 2048, per matrix parameter: one
     row's pass (decode), and two lines, each further row's cost (row) and a batched pass's fixed part (batch):
@@ -417,7 +433,7 @@ def kernels(folder: Path, tokenizer: Path) -> None:
     prompt = [int(t) for t in np.random.default_rng(1).integers(100, 40000, PROMPT_TOKENS)]
     cases = [(2048, t) for t in ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q4_K", "Q5_K", "Q6_K", "F16", "BF16")]
     cases += [(896, t) for t in ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "F16", "BF16")]
-    results: dict[tuple[int, str], tuple[float, ...]] = {}
+    results: dict[tuple[int, str], ProbeCosts] = {}
     for width, kind in cases:
         shape = Shape(f"probe{width}", "llama", 49152, width, 4, width // 64, width // 64, 64, 3 * width, True, False)
         path = write_shape(shape, kind, folder, tokenizer)[0]
@@ -426,23 +442,19 @@ def kernels(folder: Path, tokenizer: Path) -> None:
         del llama
         cost = {b: min(r[b] for r in runs) for b in KERNEL_ROWS}
         parameters = full_mix(ShapeRun("probe", shape, kind, None)).total
-        few = statistics.linear_regression([2, 4, 6], [cost[2], cost[4], cost[6]])
-        many = statistics.linear_regression([16, 32, 48, 64], [cost[16], cost[32], cost[48], cost[64]])
-        results[width, kind] = (
-            cost[1] / parameters,
-            few.slope / parameters,
-            few.intercept / parameters,
-            many.slope / parameters,
-            many.intercept / parameters,
-            cost[8] / cost[16],
-        )
+        few = line_through(cost, (2, 4, 6), parameters)
+        many = line_through(cost, (16, 32, 48, 64), parameters)
+        results[width, kind] = ProbeCosts(cost[1] / parameters, few, many, cost[8] / cost[16])
         print(f"{width} {kind}: " + " ".join(f"{b}:{cost[b] * 1000:.1f}" for b in KERNEL_ROWS) + " ms by rows")
     unit = results[2048, "Q8_0"]
+    row, batch = unit.many.slope, unit.many.intercept  # Q8_0's line through 16 to 64 rows: the unit
     print("\n| type | width | decode | row, 2-6 | batch, 2-6 | row, 16-64 | batch, 16-64 | 8 rows / 16 rows |")
     print("|---|---|---|---|---|---|---|---|")
-    for (width, kind), (d, r, b, r2, b2, tile) in results.items():
-        relative = (d / unit[0], r / unit[3], b / unit[4], r2 / unit[3], b2 / unit[4])
-        print(f"| {kind} | {width} | " + " | ".join(f"{x:.2f}" for x in relative) + f" | {tile:.2f} |")
+    for (width, kind), probe in results.items():
+        few, many = probe.few, probe.many
+        lines = (few.slope / row, few.intercept / batch, many.slope / row, many.intercept / batch)
+        cells = " | ".join(f"{x:.2f}" for x in (probe.decode / unit.decode, *lines))
+        print(f"| {kind} | {width} | {cells} | {probe.eight_over_sixteen:.2f} |")
 
 
 def main() -> None:

@@ -255,12 +255,13 @@ def scaled_diffusion(measured: DiffusionCosts, target: ModelSize, device: Device
         if measured.batch_work > 0 and work.batch > 0
         else work.decode / measured.decode_work
     )
-    # Seconds per unit of batched-fixed work, and per unit of row work.
-    per_fixed = measured.pass_base_s * fixed / work.batch if work.batch > 0 else 0.0
+    base = measured.pass_base_s * fixed
+    # Seconds per unit of a batched pass's fixed work, and per unit of a further row's work.
+    per_fixed = base / work.batch if work.batch > 0 else 0.0
     per_row = measured.pass_s_per_position / measured.row_work
     return DiffusionCosts(
         model=target.name,
-        pass_base_s=measured.pass_base_s * fixed,
+        pass_base_s=base,
         pass_s_per_position=per_row * work.row,
         pass_s_per_context=_per_context(measured.pass_s_per_context, measured.context_work, work),
         pass_s_per_row_context=_per_context(measured.pass_s_per_row_context, measured.context_work, work),
